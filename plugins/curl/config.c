@@ -1,0 +1,240 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * Every parameter: each value is parsed and checked as it arrives, and
+ * combinations are checked in config_complete, so that a bad command
+ * line fails before nbdkit serves anything.  Adding a parameter touches
+ * this file and the man page only.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+
+struct curl_config cfg = {
+  .connections = DEFAULT_CONNECTIONS,
+  .timeout = DEFAULT_TIMEOUT,
+  .sslverify = true,
+  .followlocation = true,
+  .protocols = "http,https,file",
+};
+
+/* The highest connections= accepted.  Each connection is a socket and
+ * a receive buffer; past this a typo is more likely than a need.
+ */
+#define MAX_CONNECTIONS 256
+
+static int
+parse_bool (const char *key, const char *value, bool *out)
+{
+  int r = nbdkit_parse_bool (value);
+
+  if (r == -1) {
+    nbdkit_error ("%s: invalid boolean '%s'", key, value);
+    return -1;
+  }
+  *out = r;
+  return 0;
+}
+
+static int
+parse_range (const char *key, const char *value,
+             unsigned min, unsigned max, unsigned *out)
+{
+  unsigned r;
+
+  /* nbdkit_parse_unsigned reports the parse error naming key and value. */
+  if (nbdkit_parse_unsigned (key, value, &r) == -1)
+    return -1;
+  if (r < min || r > max) {
+    nbdkit_error ("%s: invalid value '%s': must be between %u and %u",
+                  key, value, min, max);
+    return -1;
+  }
+  *out = r;
+  return 0;
+}
+
+/* A header value with CR or LF would let a parameter smuggle a second
+ * header or a whole request into the stream.
+ */
+static int
+add_header (const char *value)
+{
+  struct curl_slist *list;
+
+  if (strpbrk (value, "\r\n") != NULL) {
+    nbdkit_error ("header: '%s': headers must not contain CR or LF", value);
+    return -1;
+  }
+  if (strchr (value, ':') == NULL && strchr (value, ';') == NULL) {
+    nbdkit_error ("header: '%s': expected 'Name: value'", value);
+    return -1;
+  }
+  list = curl_slist_append (cfg.headers, value);
+  if (list == NULL) {
+    nbdkit_error ("header: curl_slist_append: out of memory");
+    return -1;
+  }
+  cfg.headers = list;
+  return 0;
+}
+
+int
+config_set (const char *key, const char *value)
+{
+  if (strcmp (key, "url") == 0)
+    cfg.url = value;
+  else if (strcmp (key, "connections") == 0)
+    return parse_range (key, value, 1, MAX_CONNECTIONS, &cfg.connections);
+  else if (strcmp (key, "timeout") == 0)
+    return parse_range (key, value, 1, 86400, &cfg.timeout);
+  else if (strcmp (key, "sslverify") == 0)
+    return parse_bool (key, value, &cfg.sslverify);
+  else if (strcmp (key, "cainfo") == 0)
+    cfg.cainfo = value;
+  else if (strcmp (key, "capath") == 0)
+    cfg.capath = value;
+  else if (strcmp (key, "header") == 0)
+    return add_header (value);
+  else if (strcmp (key, "user") == 0)
+    cfg.user = value;
+  else if (strcmp (key, "password") == 0) {
+    free (cfg.password);
+    cfg.password = NULL;
+    return nbdkit_read_password (value, &cfg.password);
+  }
+  else if (strcmp (key, "followlocation") == 0)
+    return parse_bool (key, value, &cfg.followlocation);
+  else if (strcmp (key, "protocols") == 0)
+    cfg.protocols = value;
+  else if (strcmp (key, "user-agent") == 0)
+    cfg.user_agent = value;
+  else {
+    nbdkit_error ("unknown parameter '%s'", key);
+    return -1;
+  }
+  return 0;
+}
+
+/* Is NAME one of the protocols this libcurl was built with? */
+static bool
+libcurl_has_protocol (const char *name, size_t len)
+{
+  const curl_version_info_data *v = curl_version_info (CURLVERSION_NOW);
+  const char *const *p;
+
+  for (p = v->protocols; *p != NULL; p++)
+    if (strlen (*p) == len && strncasecmp (*p, name, len) == 0)
+      return true;
+  return false;
+}
+
+/* Check protocols=, and derive the list that redirects may use: the same
+ * list without file, so that no web server can redirect the plugin to a
+ * local file.
+ */
+static int
+check_protocols (void)
+{
+  const char *p = cfg.protocols;
+  size_t len, used = 0;
+
+  cfg.redir_protocols = calloc (1, strlen (p) + 1);
+  if (cfg.redir_protocols == NULL) {
+    nbdkit_error ("calloc: %m");
+    return -1;
+  }
+  while (*p != '\0') {
+    len = strcspn (p, ",");
+    if (len == 0 || !libcurl_has_protocol (p, len)) {
+      nbdkit_error ("protocols: invalid value '%s': '%.*s' is not a "
+                    "protocol this libcurl supports",
+                    cfg.protocols, (int) len, p);
+      return -1;
+    }
+    if (!(len == 4 && strncasecmp (p, "file", 4) == 0)) {
+      if (used > 0)
+        cfg.redir_protocols[used++] = ',';
+      memcpy (cfg.redir_protocols + used, p, len);
+      used += len;
+    }
+    p += len;
+    if (*p == ',')
+      p++;
+  }
+  return 0;
+}
+
+/* The URL must parse and its scheme must be allowed by protocols=. */
+static int
+check_url (void)
+{
+  CURLU *u;
+  CURLUcode rc;
+  char *scheme = NULL;
+  const char *p;
+  size_t len;
+  bool allowed = false;
+
+  u = curl_url ();
+  if (u == NULL) {
+    nbdkit_error ("curl_url: out of memory");
+    return -1;
+  }
+  rc = curl_url_set (u, CURLUPART_URL, cfg.url, 0);
+  if (rc == CURLUE_OK)
+    rc = curl_url_get (u, CURLUPART_SCHEME, &scheme, 0);
+  curl_url_cleanup (u);
+  if (rc != CURLUE_OK) {
+    nbdkit_error ("url: invalid URL '%s': %s", cfg.url, curl_url_strerror (rc));
+    return -1;
+  }
+
+  for (p = cfg.protocols; *p != '\0'; p += len + (p[len] == ',')) {
+    len = strcspn (p, ",");
+    if (strlen (scheme) == len && strncasecmp (p, scheme, len) == 0)
+      allowed = true;
+  }
+  cfg.is_file = strcasecmp (scheme, "file") == 0;
+  if (!allowed)
+    nbdkit_error ("url: the scheme '%s' of '%s' is not in protocols=%s",
+                  scheme, cfg.url, cfg.protocols);
+  curl_free (scheme);
+  return allowed ? 0 : -1;
+}
+
+int
+config_complete (void)
+{
+  if (cfg.url == NULL) {
+    nbdkit_error ("the url parameter is required: "
+                  "nbdkit curl URL [key=value ...]");
+    return -1;
+  }
+  if (check_protocols () == -1 || check_url () == -1)
+    return -1;
+  if (cfg.password != NULL && cfg.user == NULL)
+    nbdkit_debug ("password given without user: libcurl sends an empty "
+                  "user name");
+  return 0;
+}
+
+void
+config_unload (void)
+{
+  curl_slist_free_all (cfg.headers);
+  cfg.headers = NULL;
+  free (cfg.password);
+  cfg.password = NULL;
+  free (cfg.redir_protocols);
+  cfg.redir_protocols = NULL;
+}

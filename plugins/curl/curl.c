@@ -1,0 +1,151 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * The plugin table and the NBD callbacks, nothing else.
+ *
+ * How it works.  config.c parses the parameters.  In .get_ready, before
+ * nbdkit forks into the background or accepts a client, probe.c finds
+ * the object's size with HEAD (or a GET of bytes 0-0 when HEAD is
+ * refused) and proves that the server answers ranges with 206.  After
+ * that every NBD read is one GET with "Range: bytes=A-B", exactly the
+ * bytes asked for, and every NBD write one PUT with
+ * "Content-Range: bytes A-B/TOTAL" with TOTAL "*"; engine.c makes all of these requests.
+ *
+ * Threads.  The thread model is parallel: nbdkit runs requests from all
+ * clients at once in its own worker threads, and each of those runs its
+ * HTTP request itself on an easy handle borrowed from a pool of
+ * connections= handles (waiting when all are busy).  The plugin starts
+ * no threads, so nbdkit's fork after .get_ready is safe, and the
+ * connection the probe opened is inherited and reused.
+ *
+ * Multi-conn.  A client may open several NBD connections only when every
+ * connection sees every other's writes at once and a flush on one
+ * covers all.  Reads through any connection see the same object, so
+ * read-only handles advertise multi-conn.  HTTP has no flush, and a PUT
+ * in flight on one connection may not be visible to a GET on another,
+ * so a writable handle does not.
+ */
+
+#include <config.h>
+
+#define NBDKIT_API_VERSION 2
+
+#include <stdlib.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+
+#define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
+
+struct handle {
+  bool readonly;
+};
+
+static void
+curl_load (void)
+{
+  CURLcode rc = curl_global_init (CURL_GLOBAL_DEFAULT);
+
+  if (rc != CURLE_OK) {
+    nbdkit_error ("curl_global_init: %s", curl_easy_strerror (rc));
+    exit (EXIT_FAILURE);
+  }
+}
+
+/* Each module frees its own state, in the reverse order of set-up. */
+static void
+curl_unload (void)
+{
+  engine_unload ();
+  config_unload ();
+  curl_global_cleanup ();
+}
+
+static int
+curl_get_ready (void)
+{
+  if (engine_init () == -1)
+    return -1;
+  return probe_object ();
+}
+
+static void *
+curl_open (int readonly)
+{
+  struct handle *h = calloc (1, sizeof *h);
+
+  if (h == NULL) {
+    nbdkit_error ("calloc: %m");
+    return NULL;
+  }
+  h->readonly = readonly;
+  return h;
+}
+
+static void
+curl_close (void *handle)
+{
+  free (handle);
+}
+
+static int64_t
+curl_get_size (void *handle)
+{
+  return object.size;
+}
+
+static int
+curl_can_write (void *handle)
+{
+  struct handle *h = handle;
+
+  /* libcurl's file:// upload truncates the file: no partial writes. */
+  return !h->readonly && !cfg.is_file;
+}
+
+static int
+curl_can_multi_conn (void *handle)
+{
+  struct handle *h = handle;
+
+  return h->readonly;
+}
+
+static int
+curl_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
+            uint32_t flags)
+{
+  return engine_pread (buf, count, offset);
+}
+
+static int
+curl_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
+             uint32_t flags)
+{
+  return engine_pwrite (buf, count, offset);
+}
+
+static struct nbdkit_plugin plugin = {
+  .name = "curl",
+  .longname = "nbdkit curl plugin (nbdkit-curl-plugin project)",
+  .version = PACKAGE_VERSION,
+  .load = curl_load,
+  .unload = curl_unload,
+  .config = config_set,
+  .config_complete = config_complete,
+  .config_help = CONFIG_HELP,
+  .magic_config_key = "url",
+  .get_ready = curl_get_ready,
+  .open = curl_open,
+  .close = curl_close,
+  .get_size = curl_get_size,
+  .can_write = curl_can_write,
+  .can_multi_conn = curl_can_multi_conn,
+  .pread = curl_pread,
+  .pwrite = curl_pwrite,
+  .errno_is_preserved = 1,
+};
+
+NBDKIT_REGISTER_PLUGIN (plugin)

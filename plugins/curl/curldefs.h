@@ -1,0 +1,105 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * What the plugin's files share, grouped by the file that defines it.
+ */
+
+#ifndef CURLDEFS_H
+#define CURLDEFS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <pthread.h>
+
+#include <curl/curl.h>
+
+/* Scope-based cleanup. */
+static inline void
+cleanup_free (void *ptr)
+{
+  free (* (void **) ptr);
+}
+#define CLEANUP_FREE __attribute__ ((cleanup (cleanup_free)))
+
+static inline void
+cleanup_slist (struct curl_slist **list)
+{
+  curl_slist_free_all (*list);
+}
+#define CLEANUP_SLIST __attribute__ ((cleanup (cleanup_slist)))
+
+static inline void
+cleanup_unlock (pthread_mutex_t **lock)
+{
+  pthread_mutex_unlock (*lock);
+}
+#define LOCK_FOR_SCOPE(m)                                               \
+  __attribute__ ((cleanup (cleanup_unlock)))                            \
+  pthread_mutex_t *scope_lock_ = (m);                                   \
+  pthread_mutex_lock (scope_lock_)
+
+/* config.c: every parameter, parsed and checked before anything runs.
+ * After config_complete the struct is read-only, so the engine reads it
+ * from any thread without a lock.
+ */
+struct curl_config {
+  const char *url;
+  unsigned connections;         /* size of the handle pool */
+  unsigned timeout;             /* seconds: connect and stall limit */
+  bool sslverify;
+  const char *cainfo;
+  const char *capath;
+  struct curl_slist *headers;   /* header=, in the order given */
+  const char *user;
+  char *password;               /* from nbdkit_read_password */
+  bool followlocation;
+  const char *protocols;        /* allowed schemes, libcurl spelling */
+  char *redir_protocols;        /* protocols minus file */
+  const char *user_agent;
+  bool is_file;                 /* the URL's scheme is file:// */
+};
+extern struct curl_config cfg;
+
+extern int config_set (const char *key, const char *value);
+extern int config_complete (void);
+extern void config_unload (void);
+
+#define DEFAULT_CONNECTIONS 4
+#define DEFAULT_TIMEOUT 60
+
+#define CONFIG_HELP \
+  "url=<URL>                 (required) The disk image URL.\n"         \
+  "connections=<N>           Parallel HTTP connections (default 4).\n" \
+  "timeout=<SECS>            Connect and stall timeout (default 60).\n" \
+  "sslverify=false           Do not verify the server's certificate.\n" \
+  "cainfo=<FILE>             CA certificates to verify with.\n"        \
+  "capath=<DIR>              Directory of CA certificates.\n"          \
+  "header=<HEADER>           Extra request header (repeatable).\n"     \
+  "user=<USER>               User name for authentication.\n"          \
+  "password=<PASSWORD>       Password (or -, +FILE, -FD).\n"           \
+  "followlocation=false      Do not follow redirects.\n"               \
+  "protocols=<LIST>          Allowed schemes (default http,https,file).\n" \
+  "user-agent=<STR>          User-Agent header to send."
+
+/* probe.c: what the object at the URL is, found once at start-up. */
+struct object_info {
+  long status;                  /* HTTP status, 0 for file:// */
+  int64_t size;                 /* -1 when unknown */
+  char etag[256];               /* "" when absent */
+  char last_modified[64];       /* "" when absent */
+};
+extern struct object_info object;
+
+extern int probe_object (void);
+
+/* engine.c: the only file that makes requests. */
+extern int engine_init (void);
+extern void engine_unload (void);
+extern int engine_head (struct object_info *info);
+extern int engine_get_first_byte (struct object_info *info);
+extern int engine_pread (void *buf, uint32_t count, uint64_t offset);
+extern int engine_pwrite (const void *buf, uint32_t count, uint64_t offset);
+
+#endif /* CURLDEFS_H */

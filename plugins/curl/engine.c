@@ -1,0 +1,801 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * The transfer engine: the only file that makes requests.
+ *
+ * A pool of up to connections= easy handles.  A request borrows one,
+ * runs it with curl_easy_perform in the calling nbdkit thread, and gives
+ * it back.  Each easy handle keeps its own keep-alive connection, so the
+ * number of TCP (or TLS) connections never exceeds connections=, and a
+ * connection is opened only when all the existing ones are busy.  DNS
+ * answers and TLS sessions are shared between the handles through a
+ * share handle.  The pool is a LIFO stack so the most recently used
+ * (warm) connection is reused first.
+ *
+ * Why not a multi handle driven by a worker thread: every request would
+ * then cross threads twice (nbdkit thread to worker and back), and the
+ * worker serializes all header parsing and copying on one core.  With
+ * blocking easy handles the thread that asked for the data receives it,
+ * and the requests in flight spread over both cores.
+ *
+ * Every answer is validated before a byte reaches the caller's buffer:
+ * the status must be 206, Content-Range must be exactly the requested
+ * range of an object of the size found at start-up, and the body exactly
+ * count bytes.  The checks run in the header callback, so a server that
+ * ignores Range and starts sending the whole object is cut off after its
+ * headers, not after the whole object.
+ */
+
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+
+/* -D curl.verbose=1: show the HTTP exchange, secrets masked.
+ * -D curl.times=1: one debug line per request with its latency.
+ */
+NBDKIT_DLL_PUBLIC int curl_debug_verbose = 0;
+NBDKIT_DLL_PUBLIC int curl_debug_times = 0;
+
+/* libcurl's default receive buffer is 16 KiB; a bigger one means fewer
+ * write callbacks and fewer read(2) calls for the 256 KiB requests that
+ * nbdcopy and qemu-img make.
+ */
+#define RECV_BUFFER_SIZE (256 * 1024)
+
+struct conn {
+  CURL *easy;
+  char errbuf[CURL_ERROR_SIZE];
+};
+
+/* The pool.  'free' is a stack of idle handles; 'nr_made' counts the
+ * handles created so far, at most cfg.connections.
+ */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct conn **free;
+  unsigned nr_free;
+  unsigned nr_made;
+} pool = {
+  .lock = PTHREAD_MUTEX_INITIALIZER,
+  .cond = PTHREAD_COND_INITIALIZER,
+};
+
+static CURLSH *share;
+static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+
+/* One request and what its answer was. */
+enum method { HEAD, GET, PUT };
+
+struct xfer {
+  enum method method;
+  const char *what;             /* "HEAD", "pread", "pwrite": messages */
+  uint64_t offset;
+  uint32_t count;
+  char *rbuf;                   /* GET: where the body goes */
+  const char *wbuf;             /* PUT: the body */
+  bool check_range;             /* GET: demand 206 + exact Content-Range */
+  int64_t expect_total;         /* Content-Range total, -1 if unknown */
+
+  /* State of the response being received, reset on each status line
+   * because redirects and 100 Continue bring several header blocks.
+   */
+  long status;
+  int64_t content_length;
+  bool has_content_range;
+  uint64_t cr_first, cr_last;
+  int64_t cr_total;             /* -1 for '*' */
+  bool has_location;
+  bool headers_done;
+  char etag[sizeof object.etag];
+  char last_modified[sizeof object.last_modified];
+
+  uint64_t done;                /* body bytes received or sent */
+  char why[256];                /* why the answer was refused */
+};
+
+static void
+share_lock (CURL *easy, curl_lock_data data, curl_lock_access access,
+            void *opaque)
+{
+  pthread_mutex_lock (&share_locks[data]);
+}
+
+static void
+share_unlock (CURL *easy, curl_lock_data data, void *opaque)
+{
+  pthread_mutex_unlock (&share_locks[data]);
+}
+
+int
+engine_init (void)
+{
+  unsigned i;
+
+  for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+    pthread_mutex_init (&share_locks[i], NULL);
+  share = curl_share_init ();
+  if (share == NULL) {
+    nbdkit_error ("curl_share_init: failed");
+    return -1;
+  }
+  curl_share_setopt (share, CURLSHOPT_LOCKFUNC, share_lock);
+  curl_share_setopt (share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+  curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+  curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+
+  pool.free = calloc (cfg.connections, sizeof pool.free[0]);
+  if (pool.free == NULL) {
+    nbdkit_error ("calloc: %m");
+    return -1;
+  }
+  return 0;
+}
+
+void
+engine_unload (void)
+{
+  unsigned i;
+
+  /* Called once no request runs, so every handle is back on the stack. */
+  for (i = 0; i < pool.nr_free; i++) {
+    curl_easy_cleanup (pool.free[i]->easy);
+    free (pool.free[i]);
+  }
+  free (pool.free);
+  pool.free = NULL;
+  pool.nr_free = pool.nr_made = 0;
+  if (share != NULL)
+    curl_share_cleanup (share);
+  share = NULL;
+  for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+    pthread_mutex_destroy (&share_locks[i]);
+}
+
+/* -D curl.verbose=1 output.  Credentials and cookies are replaced by
+ * asterisks: debug logs get pasted into bug reports.
+ */
+static bool
+is_secret_header (const char *line, size_t len)
+{
+  static const char *const names[] = {
+    "authorization:", "proxy-authorization:", "cookie:", "set-cookie:",
+  };
+  size_t i, n;
+
+  for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    n = strlen (names[i]);
+    if (len >= n && strncasecmp (line, names[i], n) == 0)
+      return true;
+  }
+  return false;
+}
+
+static int
+debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
+          void *opaque)
+{
+  const char *dir;
+  size_t len;
+  const char *colon;
+
+  switch (type) {
+  case CURLINFO_TEXT: dir = "*"; break;
+  case CURLINFO_HEADER_IN: dir = "<"; break;
+  case CURLINFO_HEADER_OUT: dir = ">"; break;
+  default: return 0;            /* bodies and TLS records are not shown */
+  }
+
+  /* HEADER_OUT is the whole request head; the others are single lines. */
+  while (size > 0) {
+    len = 0;
+    while (len < size && data[len] != '\n')
+      len++;
+    colon = memchr (data, ':', len);
+    if (colon != NULL && is_secret_header (data, len))
+      nbdkit_debug ("%s %.*s: ***", dir, (int) (colon - data), data);
+    else if (len > 0 && !(len == 1 && data[0] == '\r'))
+      nbdkit_debug ("%s %.*s", dir,
+                    (int) (len > 0 && data[len - 1] == '\r' ? len - 1 : len),
+                    data);
+    if (len < size)
+      len++;
+    data += len;
+    size -= len;
+  }
+  return 0;
+}
+
+/* Parse the decimal number at p; -1 when there is none or it is too big. */
+static int64_t
+parse_number (const char *p, const char **end)
+{
+  int64_t n = 0;
+
+  if (*p < '0' || *p > '9')
+    return -1;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (n > (INT64_MAX - 9) / 10)
+      return -1;
+    n = n * 10 + (*p - '0');
+  }
+  if (end)
+    *end = p;
+  return n;
+}
+
+/* Content-Range: bytes FIRST-LAST/TOTAL (RFC 9110 14.4); TOTAL may be '*'. */
+static bool
+parse_content_range (struct xfer *x, const char *v)
+{
+  const char *p;
+  int64_t first, last, total = -1;
+
+  if (strncasecmp (v, "bytes ", 6) != 0)
+    return false;
+  first = parse_number (v + 6, &p);
+  if (first == -1 || *p != '-')
+    return false;
+  last = parse_number (p + 1, &p);
+  if (last == -1 || last < first || *p != '/')
+    return false;
+  if (p[1] != '*') {
+    total = parse_number (p + 1, &p);
+    if (total == -1 || last >= total)
+      return false;
+  }
+  x->has_content_range = true;
+  x->cr_first = first;
+  x->cr_last = last;
+  x->cr_total = total;
+  return true;
+}
+
+static void
+copy_value (char *dst, size_t dstlen, const char *v)
+{
+  /* A validator longer than the field is kept empty rather than cut:
+   * a truncated ETag would compare equal to a different one.
+   */
+  if (strlen (v) < dstlen)
+    strcpy (dst, v);
+  else
+    dst[0] = '\0';
+}
+
+/* Called at the end of each header block.  Returns false to abort. */
+static bool
+headers_end (struct xfer *x)
+{
+  uint64_t last = x->offset + x->count - 1;
+
+  if (x->status >= 100 && x->status <= 199)
+    return true;                /* interim answer, the real one follows */
+  if (x->status >= 300 && x->status <= 399 &&
+      cfg.followlocation && x->has_location)
+    return true;                /* libcurl follows it */
+  x->headers_done = true;
+  if (!x->check_range)
+    return true;
+
+  if (x->status != 206) {
+    if (x->status == 200)
+      snprintf (x->why, sizeof x->why,
+                "the server answered HTTP 200 instead of 206 Partial "
+                "Content: it does not support range requests");
+    else
+      snprintf (x->why, sizeof x->why,
+                "the server answered HTTP %ld instead of 206 Partial Content",
+                x->status);
+    return false;
+  }
+  if (!x->has_content_range) {
+    snprintf (x->why, sizeof x->why,
+              "206 answer without a valid Content-Range");
+    return false;
+  }
+  if (x->cr_first != x->offset || x->cr_last != last) {
+    snprintf (x->why, sizeof x->why,
+              "the server sent Content-Range bytes %" PRIu64 "-%" PRIu64
+              ", not the requested range", x->cr_first, x->cr_last);
+    return false;
+  }
+  if (x->expect_total >= 0 && x->cr_total != x->expect_total) {
+    snprintf (x->why, sizeof x->why,
+              "the object at the URL changed since it was opened: "
+              "its size was %" PRIi64 ", now %" PRIi64,
+              x->expect_total, x->cr_total);
+    return false;
+  }
+  if (x->content_length >= 0 && (uint64_t) x->content_length != x->count) {
+    snprintf (x->why, sizeof x->why,
+              "Content-Length %" PRIi64 " does not match the %" PRIu32
+              " bytes requested", x->content_length, x->count);
+    return false;
+  }
+  return true;
+}
+
+static size_t
+header_cb (char *data, size_t size, size_t nmemb, void *opaque)
+{
+  struct xfer *x = opaque;
+  size_t len = size * nmemb;
+  char line[1024];
+  char *v, *end;
+
+  if (len == 0 || (len <= 2 && (data[0] == '\r' || data[0] == '\n')))
+    return headers_end (x) ? len : 0;
+
+  /* Keep a NUL-terminated copy without the line ending.  A longer line
+   * is none of the headers this callback looks at, all of which are short.
+   */
+  if (len >= sizeof line)
+    return len;
+  memcpy (line, data, len);
+  while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == '\n'))
+    len--;
+  line[len] = '\0';
+
+  if (strncmp (line, "HTTP/", 5) == 0) {
+    v = strchr (line, ' ');
+    x->status = v ? strtol (v + 1, NULL, 10) : 0;
+    x->content_length = -1;
+    x->has_content_range = x->has_location = x->headers_done = false;
+    x->etag[0] = x->last_modified[0] = '\0';
+    return len == 0 ? 0 : size * nmemb;
+  }
+
+  v = strchr (line, ':');
+  if (v == NULL)
+    return size * nmemb;
+  *v++ = '\0';
+  v += strspn (v, " \t");
+  for (end = v + strlen (v); end > v && (end[-1] == ' ' || end[-1] == '\t');)
+    *--end = '\0';
+
+  if (strcasecmp (line, "content-length") == 0)
+    x->content_length = parse_number (v, NULL);
+  else if (strcasecmp (line, "content-range") == 0) {
+    if (!parse_content_range (x, v))
+      nbdkit_debug ("%s: ignoring malformed Content-Range: %s", x->what, v);
+  }
+  else if (strcasecmp (line, "location") == 0)
+    x->has_location = true;
+  else if (strcasecmp (line, "etag") == 0)
+    copy_value (x->etag, sizeof x->etag, v);
+  else if (strcasecmp (line, "last-modified") == 0)
+    copy_value (x->last_modified, sizeof x->last_modified, v);
+  return size * nmemb;
+}
+
+static size_t
+write_cb (char *data, size_t size, size_t nmemb, void *opaque)
+{
+  struct xfer *x = opaque;
+  size_t len = size * nmemb;
+
+  if (x->method != GET)
+    return len;                 /* the body of an answer to PUT: unused */
+
+  /* Over HTTP the headers were validated already; file:// has none. */
+  if (!cfg.is_file && !x->headers_done) {
+    snprintf (x->why, sizeof x->why, "body before the end of the headers");
+    return 0;
+  }
+  if (len > x->count - x->done) {
+    snprintf (x->why, sizeof x->why,
+              "the server sent more than the %" PRIu32 " bytes requested",
+              x->count);
+    return 0;
+  }
+  memcpy (x->rbuf + x->done, data, len);
+  x->done += len;
+  return len;
+}
+
+static size_t
+read_cb (char *data, size_t size, size_t nmemb, void *opaque)
+{
+  struct xfer *x = opaque;
+  size_t len = size * nmemb;
+
+  if (len > x->count - x->done)
+    len = x->count - x->done;
+  memcpy (data, x->wbuf + x->done, len);
+  x->done += len;
+  return len;
+}
+
+/* Options that every request on a handle shares. */
+static int
+setup_handle (struct conn *c)
+{
+  CURL *e = c->easy;
+  CURLcode rc = CURLE_OK;
+
+#define SET(opt, val) \
+  if (rc == CURLE_OK) rc = curl_easy_setopt (e, opt, val)
+
+  SET (CURLOPT_ERRORBUFFER, c->errbuf);
+  SET (CURLOPT_URL, cfg.url);
+  SET (CURLOPT_NOSIGNAL, 1L);
+  SET (CURLOPT_SHARE, share);
+  SET (CURLOPT_PROTOCOLS_STR, cfg.protocols);
+  SET (CURLOPT_REDIR_PROTOCOLS_STR, cfg.redir_protocols);
+  SET (CURLOPT_FOLLOWLOCATION, cfg.followlocation ? 1L : 0L);
+  SET (CURLOPT_MAXREDIRS, 20L);
+  SET (CURLOPT_BUFFERSIZE, (long) RECV_BUFFER_SIZE);
+  SET (CURLOPT_CONNECTTIMEOUT, (long) cfg.timeout);
+  /* A stall, not a slow but moving transfer, is what timeout= bounds:
+   * a healthy 32 MiB request on a slow link may take longer than that.
+   */
+  SET (CURLOPT_LOW_SPEED_LIMIT, 1L);
+  SET (CURLOPT_LOW_SPEED_TIME, (long) cfg.timeout);
+  SET (CURLOPT_SSL_VERIFYPEER, cfg.sslverify ? 1L : 0L);
+  SET (CURLOPT_SSL_VERIFYHOST, cfg.sslverify ? 2L : 0L);
+  if (cfg.cainfo)
+    SET (CURLOPT_CAINFO, cfg.cainfo);
+  if (cfg.capath)
+    SET (CURLOPT_CAPATH, cfg.capath);
+  if (cfg.user)
+    SET (CURLOPT_USERNAME, cfg.user);
+  if (cfg.password)
+    SET (CURLOPT_PASSWORD, cfg.password);
+  if (cfg.user_agent)
+    SET (CURLOPT_USERAGENT, cfg.user_agent);
+  SET (CURLOPT_HEADERFUNCTION, header_cb);
+  SET (CURLOPT_WRITEFUNCTION, write_cb);
+  SET (CURLOPT_READFUNCTION, read_cb);
+  if (curl_debug_verbose) {
+    SET (CURLOPT_VERBOSE, 1L);
+    SET (CURLOPT_DEBUGFUNCTION, debug_cb);
+  }
+#undef SET
+
+  if (rc != CURLE_OK) {
+    nbdkit_error ("curl_easy_setopt: %s: %s", curl_easy_strerror (rc),
+                  c->errbuf);
+    return -1;
+  }
+  return 0;
+}
+
+/* Borrow a handle: an idle one, else a new one while fewer than
+ * connections= exist, else wait for one to come back.
+ */
+static struct conn *
+get_conn (void)
+{
+  struct conn *c;
+  LOCK_FOR_SCOPE (&pool.lock);
+
+  while (pool.nr_free == 0 && pool.nr_made >= cfg.connections)
+    pthread_cond_wait (&pool.cond, &pool.lock);
+  if (pool.nr_free > 0)
+    return pool.free[--pool.nr_free];
+
+  c = calloc (1, sizeof *c);
+  if (c == NULL) {
+    nbdkit_error ("calloc: %m");
+    return NULL;
+  }
+  c->easy = curl_easy_init ();
+  if (c->easy == NULL) {
+    nbdkit_error ("curl_easy_init: failed");
+    free (c);
+    return NULL;
+  }
+  if (setup_handle (c) == -1) {
+    curl_easy_cleanup (c->easy);
+    free (c);
+    return NULL;
+  }
+  pool.nr_made++;
+  return c;
+}
+
+static void
+put_conn (struct conn *c)
+{
+  LOCK_FOR_SCOPE (&pool.lock);
+
+  pool.free[pool.nr_free++] = c;
+  pthread_cond_signal (&pool.cond);
+}
+
+/* Run one request on a borrowed handle.  Reports transport errors and
+ * refused answers itself; the caller checks the status it needs.
+ */
+static int
+perform (struct xfer *x)
+{
+  struct conn *c;
+  CURL *e;
+  CURLcode rc;
+  char range[64];
+  CLEANUP_SLIST struct curl_slist *headers = NULL;
+  struct curl_slist *h;
+  const struct curl_slist *u;
+  curl_off_t usecs = 0;
+
+  x->content_length = x->cr_total = -1;
+  x->status = 0;
+
+  c = get_conn ();
+  if (c == NULL)
+    return -1;
+  e = c->easy;
+  c->errbuf[0] = '\0';
+
+  snprintf (range, sizeof range, "%" PRIu64 "-%" PRIu64,
+            x->offset, x->offset + x->count - 1);
+
+  curl_easy_setopt (e, CURLOPT_HEADERDATA, x);
+  curl_easy_setopt (e, CURLOPT_WRITEDATA, x);
+  curl_easy_setopt (e, CURLOPT_READDATA, x);
+  switch (x->method) {
+  case HEAD:
+    curl_easy_setopt (e, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt (e, CURLOPT_RANGE, NULL);
+    curl_easy_setopt (e, CURLOPT_HTTPHEADER, cfg.headers);
+    break;
+  case GET:
+    curl_easy_setopt (e, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt (e, CURLOPT_RANGE, range);
+    curl_easy_setopt (e, CURLOPT_HTTPHEADER, cfg.headers);
+    break;
+  case PUT:
+    /* RFC 9110 leaves partial PUT to the server; Apache mod_dav and
+     * lighttpd take Content-Range on a PUT.  "Expect:" stops libcurl
+     * waiting for 100 Continue, a round trip per write.
+     */
+    for (u = cfg.headers; u != NULL; u = u->next) {
+      h = curl_slist_append (headers, u->data);
+      if (h == NULL)
+        goto nomem;
+      headers = h;
+    }
+    snprintf (range, sizeof range, "Content-Range: bytes %" PRIu64
+              "-%" PRIu64 "/*", x->offset, x->offset + x->count - 1);
+    h = curl_slist_append (headers, range);
+    if (h == NULL)
+      goto nomem;
+    headers = h;
+    h = curl_slist_append (headers, "Expect:");
+    if (h == NULL)
+      goto nomem;
+    headers = h;
+    curl_easy_setopt (e, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt (e, CURLOPT_RANGE, NULL);
+    curl_easy_setopt (e, CURLOPT_INFILESIZE_LARGE, (curl_off_t) x->count);
+    curl_easy_setopt (e, CURLOPT_HTTPHEADER, headers);
+    break;
+  }
+
+  rc = curl_easy_perform (e);
+  curl_easy_getinfo (e, CURLINFO_TOTAL_TIME_T, &usecs);
+  if (curl_debug_times)
+    nbdkit_debug ("%s %s: %" PRIu64 "+%" PRIu32 ": HTTP %ld: %" PRIi64 " us",
+                  x->what, cfg.url, x->offset, x->count, x->status,
+                  (int64_t) usecs);
+
+  /* The handle goes back with its header list unset: 'headers' is freed
+   * when this function returns.
+   */
+  if (x->method == PUT)
+    curl_easy_setopt (e, CURLOPT_HTTPHEADER, cfg.headers);
+
+  if (x->why[0] != '\0') {
+    nbdkit_error ("%s: %s: bytes %" PRIu64 "-%" PRIu64 ": %s",
+                  x->what, cfg.url, x->offset, x->offset + x->count - 1,
+                  x->why);
+    put_conn (c);
+    errno = EIO;
+    return -1;
+  }
+  if (rc != CURLE_OK) {
+    nbdkit_error ("%s: %s: %s%s%s", x->what, cfg.url,
+                  curl_easy_strerror (rc),
+                  c->errbuf[0] ? ": " : "", c->errbuf);
+    put_conn (c);
+    errno = EIO;
+    return -1;
+  }
+  put_conn (c);
+  return 0;
+
+ nomem:
+  nbdkit_error ("%s: curl_slist_append: out of memory", x->what);
+  put_conn (c);
+  errno = ENOMEM;
+  return -1;
+}
+
+static void
+copy_info (struct object_info *info, const struct xfer *x)
+{
+  info->status = x->status;
+  strcpy (info->etag, x->etag);
+  strcpy (info->last_modified, x->last_modified);
+}
+
+/* HEAD: the status, Content-Length and validators, whatever the status
+ * is (the probe decides what a refusal means).
+ */
+int
+engine_head (struct object_info *info)
+{
+  struct xfer x = { .method = HEAD, .what = "HEAD", .count = 1 };
+
+  if (perform (&x) == -1)
+    return -1;
+  copy_info (info, &x);
+  info->size = x.content_length;
+  return 0;
+}
+
+/* GET bytes 0-0: the proof that ranges work, and the size from the
+ * Content-Range total when HEAD could not give it.
+ */
+int
+engine_get_first_byte (struct object_info *info)
+{
+  char byte;
+  struct xfer x = {
+    .method = GET, .what = "GET", .count = 1, .rbuf = &byte,
+    .check_range = !cfg.is_file, .expect_total = info->size,
+  };
+
+  if (perform (&x) == -1)
+    return -1;
+  if (x.done != 1) {
+    nbdkit_error ("GET: %s: bytes 0-0: the server sent %" PRIu64
+                  " bytes instead of 1", cfg.url, x.done);
+    return -1;
+  }
+  copy_info (info, &x);
+  if (!cfg.is_file)
+    info->size = x.cr_total;
+  return 0;
+}
+
+int
+engine_pread (void *buf, uint32_t count, uint64_t offset)
+{
+  struct xfer x = {
+    .method = GET, .what = "pread", .offset = offset, .count = count,
+    .rbuf = buf, .check_range = !cfg.is_file, .expect_total = object.size,
+  };
+
+  if (perform (&x) == -1)
+    return -1;
+  if (x.done != count) {
+    nbdkit_error ("pread: %s: bytes %" PRIu64 "-%" PRIu64 ": short body: "
+                  "%" PRIu64 " of %" PRIu32 " bytes", cfg.url, offset,
+                  offset + count - 1, x.done, count);
+    errno = EIO;
+    return -1;
+  }
+  return 0;
+}
+
+/* Partial PUT is an extension a server may ignore, replacing the whole
+ * object with one block.  So the first accepted write is checked with a
+ * HEAD before any other write is sent: a server that ignored
+ * Content-Range left an object of 'count' bytes, never of the original
+ * size (offset + count <= size, with equality only when the block was
+ * the whole object, which is then correct).  Writes wait at the gate
+ * until that check is done.
+ */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  enum { UNCHECKED, CHECKING, CHECKED, BROKEN } state;
+} gate = {
+  .lock = PTHREAD_MUTEX_INITIALIZER,
+  .cond = PTHREAD_COND_INITIALIZER,
+  .state = UNCHECKED,
+};
+
+static int
+put (const void *buf, uint32_t count, uint64_t offset)
+{
+  struct xfer x = {
+    .method = PUT, .what = "pwrite", .offset = offset, .count = count,
+    .wbuf = buf,
+  };
+
+  if (perform (&x) == -1)
+    return -1;
+  if (x.status >= 200 && x.status <= 299)
+    return 0;
+  if (x.status == 400 || x.status == 405 || x.status == 501)
+    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
+                  "refused a partial PUT with HTTP %ld: it does not take "
+                  "partial writes (use nbdkit -r to serve it read-only)",
+                  cfg.url, offset, offset + count - 1, x.status);
+  else
+    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
+                  "answered HTTP %ld", cfg.url, offset, offset + count - 1,
+                  x.status);
+  errno = EIO;
+  return -1;
+}
+
+/* 0: the object kept its size; 1: it did not; -1: HEAD failed. */
+static int
+check_first_write (uint32_t count, uint64_t offset)
+{
+  struct object_info now = { .size = -1 };
+
+  if (engine_head (&now) == -1)
+    return -1;
+  if (now.status < 200 || now.status > 299 || now.size != object.size) {
+    nbdkit_error ("pwrite: %s: the server ignored Content-Range: after "
+                  "writing %" PRIu32 " bytes at offset %" PRIu64 " HEAD "
+                  "answered HTTP %ld with a size of %" PRIi64 " bytes, "
+                  "not %" PRIi64 "; no further writes will be sent",
+                  cfg.url, count, offset, now.status, now.size, object.size);
+    return 1;
+  }
+  return 0;
+}
+
+int
+engine_pwrite (const void *buf, uint32_t count, uint64_t offset)
+{
+  int r, checked = -1;
+
+  pthread_mutex_lock (&gate.lock);
+  while (gate.state == CHECKING)
+    pthread_cond_wait (&gate.cond, &gate.lock);
+  if (gate.state == BROKEN) {
+    pthread_mutex_unlock (&gate.lock);
+    nbdkit_error ("pwrite: %s: writes stopped: the server ignored "
+                  "Content-Range on an earlier write", cfg.url);
+    errno = EIO;
+    return -1;
+  }
+  if (gate.state == CHECKED) {
+    pthread_mutex_unlock (&gate.lock);
+    return put (buf, count, offset);
+  }
+
+  /* UNCHECKED: this write goes alone and is checked. */
+  gate.state = CHECKING;
+  pthread_mutex_unlock (&gate.lock);
+
+  r = put (buf, count, offset);
+  if (r == 0) {
+    checked = check_first_write (count, offset);
+    if (checked != 0) {
+      r = -1;
+      errno = EIO;
+    }
+  }
+
+  pthread_mutex_lock (&gate.lock);
+  /* A refused write or a failed HEAD proves nothing either way: the
+   * next write is checked instead.
+   */
+  if (checked == 0)
+    gate.state = CHECKED;
+  else if (checked == 1)
+    gate.state = BROKEN;
+  else
+    gate.state = UNCHECKED;
+  pthread_cond_broadcast (&gate.cond);
+  pthread_mutex_unlock (&gate.lock);
+  return r;
+}

@@ -1,0 +1,92 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * What the object at the URL is: its size, the proof that the server
+ * serves byte ranges, and its validators.  Found once, before nbdkit
+ * serves anything, so that a URL that cannot work fails at start-up
+ * with a message rather than on the first read.
+ */
+
+#include <config.h>
+
+#include <inttypes.h>
+#include <string.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+
+struct object_info object = { .size = -1 };
+
+/* Answers to HEAD that mean "try a ranged GET instead": presigned
+ * object-store URLs are signed for GET only and answer HEAD with 403,
+ * and some servers do not implement HEAD at all.
+ */
+static bool
+head_refused (long status)
+{
+  return status == 403 || status == 405 || status == 501;
+}
+
+int
+probe_object (void)
+{
+  struct object_info head = { .size = -1 };
+  struct object_info get = { .size = -1 };
+
+  if (engine_head (&head) == -1)
+    return -1;
+
+  if (cfg.is_file) {
+    /* libcurl's file:// handler fakes Content-Length and seeks for a
+     * range, so there is nothing more to prove.
+     */
+    if (head.size < 0) {
+      nbdkit_error ("%s: cannot find the file's size", cfg.url);
+      return -1;
+    }
+    object = head;
+    return 0;
+  }
+
+  if (head.status >= 200 && head.status <= 299 && head.size >= 0)
+    get.size = head.size;
+  else if (head_refused (head.status) ||
+           (head.status >= 200 && head.status <= 299))
+    nbdkit_debug ("HEAD %s: HTTP %ld%s: finding the size with a ranged GET",
+                  cfg.url, head.status,
+                  head.size < 0 ? " without Content-Length" : "");
+  else {
+    nbdkit_error ("HEAD %s: the server answered HTTP %ld",
+                  cfg.url, head.status);
+    return -1;
+  }
+
+  /* An empty object has no byte 0 to ask for; it also has nothing to
+   * read, so ranges never matter.
+   */
+  if (get.size == 0) {
+    object = head;
+    return 0;
+  }
+
+  /* Accept-Ranges is only a hint (proxies strip it, and some servers
+   * send it and then answer 200): a 206 is the proof.
+   */
+  if (engine_get_first_byte (&get) == -1)
+    return -1;
+  if (get.size < 0) {
+    nbdkit_error ("GET %s: bytes 0-0: the answer does not give the "
+                  "object's size (Content-Range total is '*')", cfg.url);
+    return -1;
+  }
+  /* Validators from HEAD when it answered, else from the GET. */
+  object = head.status >= 200 && head.status <= 299 ? head : get;
+  object.size = get.size;
+  nbdkit_debug ("%s: %" PRIi64 " bytes, ETag %s, Last-Modified %s",
+                cfg.url, object.size,
+                object.etag[0] ? object.etag : "(none)",
+                object.last_modified[0] ? object.last_modified : "(none)");
+  return 0;
+}
