@@ -10,6 +10,7 @@
 
 #include <config.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,27 +36,30 @@ struct curl_config cfg = {
 static int
 parse_bool (const char *key, const char *value, bool *out)
 {
+  /* nbdkit_parse_bool reports the value it could not read. */
   int r = nbdkit_parse_bool (value);
 
-  if (r == -1) {
-    nbdkit_error ("%s: invalid boolean '%s'", key, value);
+  if (r == -1)
     return -1;
-  }
   *out = r;
   return 0;
 }
 
+/* A decimal number from min to max.  nbdkit 1.32's nbdkit_parse_unsigned
+ * does not name the value it rejects, so this parses by itself.
+ */
 static int
 parse_range (const char *key, const char *value,
              unsigned min, unsigned max, unsigned *out)
 {
-  unsigned r;
+  unsigned long r;
+  char *end;
 
-  /* nbdkit_parse_unsigned reports the parse error naming key and value. */
-  if (nbdkit_parse_unsigned (key, value, &r) == -1)
-    return -1;
-  if (r < min || r > max) {
-    nbdkit_error ("%s: invalid value '%s': must be between %u and %u",
+  errno = 0;
+  r = strtoul (value, &end, 10);
+  if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno != 0 ||
+      r < min || r > max) {
+    nbdkit_error ("%s: invalid value '%s': expected a number from %u to %u",
                   key, value, min, max);
     return -1;
   }

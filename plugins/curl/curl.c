@@ -9,8 +9,9 @@
  * the object's size with HEAD (or a GET of bytes 0-0 when HEAD is
  * refused) and proves that the server answers ranges with 206.  After
  * that every NBD read is one GET with "Range: bytes=A-B", exactly the
- * bytes asked for, and every NBD write one PUT with
- * "Content-Range: bytes A-B/TOTAL" with TOTAL "*"; engine.c makes all of these requests.
+ * bytes asked for, and every NBD write one PUT with "Content-Range:
+ * bytes A-B/TOTAL" (TOTAL being "*"); engine.c makes all of these
+ * requests.
  *
  * Threads.  The thread model is parallel: nbdkit runs requests from all
  * clients at once in its own worker threads, and each of those runs its

@@ -605,9 +605,14 @@ perform (struct xfer *x)
     return -1;
   }
   if (rc != CURLE_OK) {
-    nbdkit_error ("%s: %s: %s%s%s", x->what, cfg.url,
-                  curl_easy_strerror (rc),
-                  c->errbuf[0] ? ": " : "", c->errbuf);
+    if (x->method == HEAD)
+      nbdkit_error ("HEAD: %s: %s%s%s", cfg.url, curl_easy_strerror (rc),
+                    c->errbuf[0] ? ": " : "", c->errbuf);
+    else
+      nbdkit_error ("%s: %s: bytes %" PRIu64 "-%" PRIu64 ": %s%s%s",
+                    x->what, cfg.url, x->offset, x->offset + x->count - 1,
+                    curl_easy_strerror (rc),
+                    c->errbuf[0] ? ": " : "", c->errbuf);
     put_conn (c);
     errno = EIO;
     return -1;
