@@ -1,0 +1,617 @@
+# tests/functions.sh: the parts every test shares.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+#
+# Sourced (never run) by tests/test-*.sh, which use `set -e`.  On sourcing
+# it makes a private temporary directory $tmp and installs a trap that, on
+# any exit, stops every process the test started (by the PID it recorded,
+# never by name), fails the test if a sanitizer wrote a report, prints the
+# tail of the logs when the test failed, and removes $tmp.
+#
+# Servers run in the foreground as children of the test shell (nginx with
+# "daemon off", apache2 -DFOREGROUND, nbdkit -f), so the PID we hold is the
+# PID of the process to stop and cannot be recycled before we reap it.
+#
+# Exit status 77 means SKIP: only for a missing tool.  CI installs every
+# tool, so CI skips nothing.
+
+# make check exports these (tests/Makefile.am).  The defaults let a test
+# run by hand from an in-tree build: cd tests && ./test-curl-info.sh
+: "${srcdir:=$(dirname "$0")}"
+abs_srcdir=$(cd "$srcdir" && pwd)
+: "${abs_top_srcdir:=$(cd "$abs_srcdir/.." && pwd)}"
+: "${abs_top_builddir:=$abs_top_srcdir}"
+: "${PLUGIN:=$abs_top_builddir/plugins/curl/.libs/nbdkit-curl-plugin.so}"
+: "${ASAN_RUNTIME:=}"
+export LC_ALL=C
+
+# Everything a test runs is bounded in time.  These are the ceilings for
+# one client command and for a server to become ready.
+client_timeout=60
+ready_tries=100                 # times 0.1 s
+
+fail ()
+{
+  echo "FAIL: $(basename "$0"): $*" >&2
+  exit 1
+}
+
+skip ()
+{
+  echo "SKIP: $(basename "$0"): $*" >&2
+  exit 77
+}
+
+# requires CMD [ARGS...]: skip unless CMD exists (one word) or the whole
+# command line succeeds (several words), e.g. `requires qemu-img --version`.
+requires ()
+{
+  if [ $# -eq 1 ]; then
+    command -v "$1" >/dev/null 2>&1 || skip "$1 is not installed"
+  else
+    "$@" >/dev/null 2>&1 || skip "'$*' failed"
+  fi
+}
+
+# The plugin must exist: make check builds it first, so its absence is a
+# failure, not a skip.
+requires_plugin ()
+{
+  [ -f "$PLUGIN" ] || fail "plugin not built: $PLUGIN"
+  requires nbdkit
+}
+
+# The python3 that can `import nbd` (python3-libnbd).  nbdsh runs whatever
+# python3 comes first in $PATH, which on a machine with pyenv or a virtualenv
+# is not the system one that has the module, so we find it ourselves.
+PYTHON_NBD=
+for _p in python3 /usr/bin/python3; do
+  if "$_p" -c 'import nbd' >/dev/null 2>&1; then
+    PYTHON_NBD=$_p
+    break
+  fi
+done
+unset _p
+
+# The fault server and the port picker need only the standard library.
+PYTHON=python3
+[ ! -x /usr/bin/python3 ] || PYTHON=/usr/bin/python3
+
+requires_nbdsh ()
+{
+  [ -n "$PYTHON_NBD" ] || skip "python3-libnbd (nbdsh) is not installed"
+}
+
+# nbdsh ARGS...: nbdsh with the right python3, bounded in time.  (A
+# function, so `timeout nbdsh` would run the other one: do not.)
+nbdsh ()
+{
+  timeout "$client_timeout" "$PYTHON_NBD" -m nbd "$@"
+}
+
+# ----------------------------------------------------------------------
+# Private directory, process bookkeeping, cleanup.
+
+# The servers' workers run as an unprivileged user, so the directory must
+# be world-readable (and so must every directory above it: /tmp is).
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nbdkit-curl-test.XXXXXX")
+chmod 755 "$tmp"
+
+_pids=()
+
+_alive ()
+{
+  # A child that exited but was not reaped yet is a zombie: not alive.
+  [ -r "/proc/$1/stat" ] || return 1
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+_forget_pid ()
+{
+  local i
+  for i in "${!_pids[@]}"; do
+    [ "${_pids[i]}" != "$1" ] || unset '_pids[i]'
+  done
+}
+
+# stop_pid PID: TERM, wait up to 5 s, then KILL; reap it.  Only ever
+# called with PIDs this test started.  Leaves the exit status in $_status.
+stop_pid ()
+{
+  local pid=$1 n
+  _status=0
+  if _alive "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || :
+    for ((n = 0; n < 50; n++)); do
+      _alive "$pid" || break
+      sleep 0.1
+    done
+    if _alive "$pid"; then
+      echo "$(basename "$0"): PID $pid ignored SIGTERM, killing it" >&2
+      kill -KILL "$pid" 2>/dev/null || :
+    fi
+  fi
+  wait "$pid" 2>/dev/null || _status=$?
+  _forget_pid "$pid"
+}
+
+_cleanup ()
+{
+  local status=$? i f idx
+  set +e
+  # Stop in the reverse order of starting (nbdkit before its server).
+  # The array has holes where stop_pid forgot a PID.
+  idx=("${!_pids[@]}")
+  for ((i = ${#idx[@]} - 1; i >= 0; i--)); do
+    stop_pid "${_pids[idx[i]]}"
+  done
+  for f in "$tmp"/asan.* "$tmp"/ubsan.*; do
+    [ -f "$f" ] || continue
+    echo "FAIL: $(basename "$0"): sanitizer report $f:" >&2
+    cat "$f" >&2
+    status=1
+  done
+  if [ "$status" -ne 0 ] && [ "$status" -ne 77 ]; then
+    for f in "$tmp"/*.log "$tmp"/*.err; do
+      [ -s "$f" ] || continue
+      echo "----- last lines of $(basename "$f") -----" >&2
+      tail -n 40 "$f" >&2
+    done
+  fi
+  if [ -n "${KEEP_TEST_TMP:-}" ]; then
+    echo "kept $tmp" >&2
+  else
+    rm -rf "$tmp"
+  fi
+  exit "$status"
+}
+trap _cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ----------------------------------------------------------------------
+# Small helpers.
+
+# free_port: print a TCP port on 127.0.0.1 that nothing listens on now.
+# It stays below Linux's ephemeral range (32768-60999) so an outgoing
+# connection does not take it meanwhile.  Two tests can still pick the
+# same port; the start_* functions retry with another port if the bind
+# fails.
+free_port ()
+{
+  "$PYTHON" - <<'EOF'
+import random, socket
+for _ in range(200):
+    port = random.randint(20000, 32000)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    raise SystemExit("free_port: no free port found")
+EOF
+}
+
+# wait_http URL PID: wait until URL answers (any HTTP status) while PID
+# lives.  Returns 1 if PID died or the server never answered.
+wait_http ()
+{
+  local url=$1 pid=$2 n code
+  for ((n = 0; n < ready_tries; n++)); do
+    _alive "$pid" || return 1
+    code=$(curl -k -s -o /dev/null -m 2 -w '%{http_code}' "$url" || :)
+    [ "$code" = 000 ] || [ -z "$code" ] || return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# make_cert: a self-signed certificate for localhost and 127.0.0.1 in
+# $tmp/cert.pem (key in $tmp/key.pem).
+make_cert ()
+{
+  requires openssl
+  [ -f "$tmp/cert.pem" ] && return 0
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+          -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+          -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>"$tmp/openssl.err" ||
+    fail "openssl could not make a certificate"
+  chmod 644 "$tmp/key.pem" "$tmp/cert.pem"
+}
+
+# make_random_file FILE BYTES: BYTES of random data.
+make_random_file ()
+{
+  head -c "$2" /dev/urandom >"$1"
+  chmod 644 "$1"
+  [ "$(stat -c %s "$1")" -eq "$2" ] || fail "could not make $1"
+}
+
+file_size ()
+{
+  stat -c %s "$1"
+}
+
+sha ()
+{
+  sha256sum <"$1" | cut -d' ' -f1
+}
+
+# assert_same_file A B: same size and bytes.
+assert_same_file ()
+{
+  [ "$(file_size "$1")" -eq "$(file_size "$2")" ] ||
+    fail "$2 has $(file_size "$2") bytes, expected $(file_size "$1") like $1"
+  [ "$(sha "$1")" = "$(sha "$2")" ] || fail "$2 differs from $1"
+}
+
+# assert_grep_i FILE WORD...: FILE contains every WORD (case-insensitive).
+assert_grep_i ()
+{
+  local f=$1 w
+  shift
+  for w in "$@"; do
+    grep -qiF -- "$w" "$f" || {
+      echo "--- $f:" >&2
+      cat "$f" >&2
+      fail "expected '$w' in $(basename "$f")"
+    }
+  done
+}
+
+# assert_no_crash FILE STATUS: an exit status and stderr that show no
+# crash (signal, sanitizer abort).
+assert_no_crash ()
+{
+  local f=$1 st=$2
+  [ "$st" -lt 124 ] ||
+    { cat "$f" >&2; fail "exit status $st (signal or timeout)"; }
+  ! grep -qE 'Segmentation|Aborted|AddressSanitizer|runtime error:' "$f" ||
+    { cat "$f" >&2; fail "crash in $(basename "$f")"; }
+}
+
+# ----------------------------------------------------------------------
+# nbdkit.
+#
+# When the plugin is built with --enable-sanitizers, the ASan runtime must
+# be loaded into nbdkit (which is not instrumented) before anything else.
+# Only nbdkit gets it: clients run outside, against nbdkit's socket.
+# Reports go to $tmp/asan.PID and $tmp/ubsan.PID, which _cleanup turns
+# into a failure.  Leak checking is valgrind's job (test-curl-valgrind.sh).
+if [ -n "$ASAN_RUNTIME" ]; then
+  NBDKIT=(env "LD_PRELOAD=$ASAN_RUNTIME"
+          "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path=$tmp/asan"
+          "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$tmp/ubsan"
+          nbdkit)
+else
+  # "env" so that the array never names the shell function below.
+  NBDKIT=(env nbdkit)
+fi
+
+nbdkit ()
+{
+  "${NBDKIT[@]}" "$@"
+}
+
+# start_nbdkit NAME NBDKIT-ARGS...: nbdkit in the background serving on
+# $tmp/NAME.sock, its stderr in $tmp/NAME.err.  Sets $uri and
+# $nbdkit_pid.  Fails the test if nbdkit exits before it is ready.
+#   start_nbdkit ro -r "$PLUGIN" "$url" connections=2
+start_nbdkit ()
+{
+  local name=$1 n
+  shift
+  local sock=$tmp/$name.sock pidfile=$tmp/$name.pid err=$tmp/$name.err
+  rm -f "$sock" "$pidfile"
+  ( exec "${NBDKIT[@]}" -f --exit-with-parent -U "$sock" -P "$pidfile" \
+         "$@" ) 2>"$err" &
+  nbdkit_pid=$!
+  _pids+=("$nbdkit_pid")
+  eval "_nbdkit_pid_$name=$nbdkit_pid"
+  # nbdkit writes its PID file once it listens, after the plugin's
+  # start-up (so after the size and range probe).
+  for ((n = 0; n < ready_tries; n++)); do
+    [ -s "$pidfile" ] && [ -S "$sock" ] && break
+    if ! _alive "$nbdkit_pid"; then
+      stop_pid "$nbdkit_pid"
+      cat "$err" >&2
+      fail "nbdkit ($name) exited with status $_status before it was ready"
+    fi
+    sleep 0.1
+  done
+  [ -S "$sock" ] || fail "nbdkit ($name) did not become ready"
+  uri="nbd+unix:///?socket=$sock"
+}
+
+# stop_nbdkit NAME: stop it and check that it was still running (did not
+# crash while serving) and that it exited cleanly on SIGTERM.
+stop_nbdkit ()
+{
+  local name=$1 pid
+  eval "pid=\${_nbdkit_pid_$name:-}"
+  [ -n "$pid" ] || fail "stop_nbdkit: no nbdkit called $name"
+  _alive "$pid" || {
+    wait "$pid" 2>/dev/null && _status=0 || _status=$?
+    _forget_pid "$pid"
+    cat "$tmp/$name.err" >&2
+    fail "nbdkit ($name) died while serving, status $_status"
+  }
+  stop_pid "$pid"
+  [ "$_status" -eq 0 ] || {
+    cat "$tmp/$name.err" >&2
+    fail "nbdkit ($name) exited with status $_status on SIGTERM"
+  }
+}
+
+# expect_nbdkit_fails NAME NBDKIT-ARGS...: nbdkit must refuse to start:
+# exit non-zero, within 20 s, without crashing.  Its stderr is left in
+# $tmp/NAME.err for the caller to check the message.
+expect_nbdkit_fails ()
+{
+  local name=$1 st=0
+  shift
+  local err=$tmp/$name.err
+  # If nbdkit wrongly starts, the --run command makes it exit 0 at once.
+  timeout 20 "${NBDKIT[@]}" -f -U "$tmp/$name.sock" "$@" \
+          --run 'exit 0' </dev/null >"$tmp/$name.out" 2>"$err" || st=$?
+  [ "$st" -ne 0 ] ||
+    { cat "$err" >&2; fail "nbdkit ($name) started but should fail"; }
+  [ "$st" -ne 124 ] ||
+    { cat "$err" >&2; fail "nbdkit ($name) hung (killed after 20 s)"; }
+  assert_no_crash "$err" "$st"
+}
+
+# ----------------------------------------------------------------------
+# nginx: HTTP on $port, HTTPS (and HTTP/2) on $tlsport when make_cert ran
+# first, files from $tmp/www, access log $tmp/access.log with one line per
+# request:
+#   CONNECTION METHOD RANGE STATUS BODY_BYTES URI
+# (RANGE is "-" when absent, e.g. "5 GET bytes=0-0 206 1 /disk.img").
+# /nohead/ serves the same files but refuses HEAD with 403.
+#   start_nginx ['EXTRA SERVER DIRECTIVES']
+# e.g. start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
+# where DIR is replaced by $tmp.
+start_nginx ()
+{
+  requires nginx
+  local extra=${1:-} tries tls_listen= tls_conf=
+  mkdir -p "$tmp/www" "$tmp/nginx-tmp"
+  for ((tries = 0; tries < 5; tries++)); do
+    port=$(free_port)
+    tlsport=
+    if [ -f "$tmp/cert.pem" ]; then
+      tlsport=$(free_port)
+      tls_listen="listen 127.0.0.1:$tlsport ssl http2;"
+      tls_conf="ssl_certificate $tmp/cert.pem;
+    ssl_certificate_key $tmp/key.pem;"
+    fi
+    cat >"$tmp/nginx.conf" <<EOF
+worker_processes 1;
+pid $tmp/nginx.pid;
+error_log $tmp/nginx-error.log;
+events { worker_connections 256; }
+http {
+  log_format ranges '\$connection \$request_method \$http_range \$status '
+                    '\$body_bytes_sent \$request_uri';
+  access_log $tmp/access.log ranges;
+  client_body_temp_path $tmp/nginx-tmp; proxy_temp_path $tmp/nginx-tmp;
+  fastcgi_temp_path $tmp/nginx-tmp; uwsgi_temp_path $tmp/nginx-tmp;
+  scgi_temp_path $tmp/nginx-tmp;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$port;
+    $tls_listen
+    $tls_conf
+    root $tmp/www;
+    location = /__ready { access_log off; return 204; }
+    location /nohead/ {
+      if (\$request_method = HEAD) { return 403; }
+      alias $tmp/www/;
+    }
+    ${extra//DIR/$tmp}
+  }
+}
+EOF
+    : >"$tmp/access.log"
+    nginx -p "$tmp" -e "$tmp/nginx-error.log" -c "$tmp/nginx.conf" \
+          -g 'daemon off;' </dev/null >"$tmp/nginx.out" 2>&1 &
+    nginx_pid=$!
+    _pids+=("$nginx_pid")
+    if wait_http "http://127.0.0.1:$port/__ready" "$nginx_pid"; then
+      if [ -z "$tlsport" ] ||
+           wait_http "https://127.0.0.1:$tlsport/__ready" "$nginx_pid"; then
+        return 0
+      fi
+    fi
+    stop_pid "$nginx_pid"
+    grep -q 'in use' "$tmp/nginx-error.log" "$tmp/nginx.out" 2>/dev/null ||
+      { cat "$tmp/nginx.out" "$tmp/nginx-error.log" >&2;
+        fail "nginx did not start"; }
+    rm -f "$tmp/nginx-error.log"
+  done
+  fail "nginx: no free port after $tries tries"
+}
+
+# ----------------------------------------------------------------------
+# Apache mod_dav: partial PUT (Content-Range) on $dav_port, files in
+# $tmp/dav (the served file must be chmod a+rw by the caller), access log
+# $tmp/dav-access.log with one line per request:
+#   METHOD URI RANGE CONTENT-RANGE STATUS
+start_apache ()
+{
+  requires apache2
+  [ -f /usr/lib/apache2/modules/mod_dav_fs.so ] ||
+    skip "Apache mod_dav_fs is not installed"
+  local tries
+  mkdir -p "$tmp/dav" "$tmp/lock" "$tmp/apache-run"
+  chmod 777 "$tmp/dav" "$tmp/lock"
+  # As root, Apache hands its workers to User; without one it picks
+  # uid -1 and complains.  The served file must be writable by it.
+  local user=
+  if [ "$(id -u)" -eq 0 ] && id www-data >/dev/null 2>&1; then
+    user="User www-data
+Group www-data"
+  fi
+  for ((tries = 0; tries < 5; tries++)); do
+    dav_port=$(free_port)
+    cat >"$tmp/httpd.conf" <<EOF
+ServerRoot "$tmp"
+$user
+ServerName localhost
+Listen 127.0.0.1:$dav_port
+PidFile $tmp/httpd.pid
+DefaultRuntimeDir $tmp/apache-run
+Mutex file:$tmp/apache-run default
+ErrorLog $tmp/apache-error.log
+LogFormat "%m %U %{Range}i %{Content-Range}i %>s" dav
+CustomLog $tmp/dav-access.log dav
+KeepAliveTimeout 30
+MaxKeepAliveRequests 0
+LoadModule mpm_event_module /usr/lib/apache2/modules/mod_mpm_event.so
+LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
+LoadModule dav_module /usr/lib/apache2/modules/mod_dav.so
+LoadModule dav_fs_module /usr/lib/apache2/modules/mod_dav_fs.so
+DavLockDB $tmp/lock/DavLock
+DocumentRoot $tmp/dav
+<Directory $tmp/dav>
+  Dav On
+  Require all granted
+</Directory>
+EOF
+    rm -f "$tmp/apache-error.log"
+    apache2 -f "$tmp/httpd.conf" -DFOREGROUND </dev/null \
+            >"$tmp/apache.out" 2>&1 &
+    apache_pid=$!
+    _pids+=("$apache_pid")
+    wait_http "http://127.0.0.1:$dav_port/" "$apache_pid" && return 0
+    stop_pid "$apache_pid"
+    grep -q 'in use' "$tmp/apache-error.log" "$tmp/apache.out" 2>/dev/null ||
+      { cat "$tmp/apache.out" "$tmp/apache-error.log" >&2 2>/dev/null;
+        fail "apache2 did not start"; }
+  done
+  fail "apache2: no free port after $tries tries"
+}
+
+# ----------------------------------------------------------------------
+# The fault server (tests/fault-server.py): serves FILE at every path on
+# $fault_port, one log line per request in $tmp/fault.log.
+#   start_fault_server MODE FILE
+start_fault_server ()
+{
+  local mode=$1 file=$2 n
+  rm -f "$tmp/fault.port"
+  "$PYTHON" "$abs_srcdir/fault-server.py" --mode "$mode" --file "$file" \
+            --log "$tmp/fault.log" --port-file "$tmp/fault.port" \
+            </dev/null >"$tmp/fault.out" 2>&1 &
+  fault_pid=$!
+  _pids+=("$fault_pid")
+  for ((n = 0; n < ready_tries; n++)); do
+    [ -s "$tmp/fault.port" ] && break
+    _alive "$fault_pid" || { cat "$tmp/fault.out" >&2;
+                             fail "fault server did not start"; }
+    sleep 0.1
+  done
+  [ -s "$tmp/fault.port" ] || fail "fault server did not become ready"
+  fault_port=$(cat "$tmp/fault.port")
+}
+
+# ----------------------------------------------------------------------
+# lighttpd mod_webdav with partial PUT enabled, on $lighttpd_port, files
+# in $tmp/lwww (the served file must be chmod a+rw by the caller), access
+# log $tmp/lighttpd-access.log in the same format as Apache's above:
+#   METHOD URI RANGE CONTENT-RANGE STATUS
+# lighttpd buffers that log: stop_pid "$lighttpd_pid" before reading it.
+start_lighttpd ()
+{
+  requires lighttpd
+  [ -f /usr/lib/lighttpd/mod_webdav.so ] ||
+    skip "lighttpd mod_webdav is not installed"
+  local tries
+  mkdir -p "$tmp/lwww" "$tmp/lup"
+  chmod 777 "$tmp/lwww" "$tmp/lup"
+  for ((tries = 0; tries < 5; tries++)); do
+    lighttpd_port=$(free_port)
+    cat >"$tmp/lighttpd.conf" <<EOF2
+server.document-root = "$tmp/lwww"
+server.port = $lighttpd_port
+server.bind = "127.0.0.1"
+server.modules = ("mod_webdav", "mod_accesslog")
+server.upload-dirs = ("$tmp/lup")
+server.errorlog = "$tmp/lighttpd-error.log"
+accesslog.filename = "$tmp/lighttpd-access.log"
+accesslog.format = "%m %U %{Range}i %{Content-Range}i %>s"
+webdav.activate = "enable"
+webdav.is-readonly = "disable"
+webdav.opts = ("partial-put-copy-modify" => "enable")
+EOF2
+    rm -f "$tmp/lighttpd-error.log"
+    lighttpd -f "$tmp/lighttpd.conf" -D </dev/null >"$tmp/lighttpd.out" 2>&1 &
+    lighttpd_pid=$!
+    _pids+=("$lighttpd_pid")
+    wait_http "http://127.0.0.1:$lighttpd_port/" "$lighttpd_pid" && return 0
+    stop_pid "$lighttpd_pid"
+    grep -q 'in use' "$tmp/lighttpd-error.log" "$tmp/lighttpd.out" \
+         2>/dev/null ||
+      { cat "$tmp/lighttpd.out" "$tmp/lighttpd-error.log" >&2 2>/dev/null;
+        fail "lighttpd did not start"; }
+  done
+  fail "lighttpd: no free port after $tries tries"
+}
+
+# ----------------------------------------------------------------------
+# Writes through the plugin, for the servers that take partial PUT.
+#
+# pattern_writes URI EXPECTED "OFFSET:LENGTH ...": through nbdsh, write at
+# each OFFSET a LENGTH-byte pattern that differs from write to write and
+# from byte to byte (so a shifted or reordered write shows), read it back
+# through the plugin, and apply the same writes to the local file
+# EXPECTED.  Fails the test on any error.
+pattern_writes ()
+{
+  requires_nbdsh
+  SIZE=$(file_size "$2") EXPECTED=$2 WRITES=$3 nbdsh -u "$1" -c '
+import os
+size = int(os.environ["SIZE"])
+assert h.get_size() == size, "export size %d, not %d" % (h.get_size(), size)
+assert not h.is_read_only(), "the export is read-only"
+exp = open(os.environ["EXPECTED"], "r+b")
+for i, w in enumerate(os.environ["WRITES"].split()):
+    off, n = map(int, w.split(":"))
+    buf = bytes((off + 7 * i + k * 13 + 1) % 256 for k in range(n))
+    h.pwrite(buf, off)
+    exp.seek(off)
+    exp.write(buf)
+    got = h.pread(n, off)
+    assert got == buf, "read back at %d differs" % off
+exp.close()
+if h.can_flush():
+    h.flush()
+h.shutdown()
+' >"$tmp/nbdsh.out" 2>&1 || {
+    cat "$tmp/nbdsh.out" >&2
+    fail "writes through nbdsh failed"
+  }
+}
+
+# assert_put_log LOG URI-PATH "OFFSET:LENGTH ...": the server's log
+# ("METHOD URI RANGE CONTENT-RANGE STATUS") shows one 2xx PUT per write
+# with its exact inclusive Content-Range, and no other PUT.
+assert_put_log ()
+{
+  local log=$1 path=$2 w off n puts
+  for w in $3; do
+    off=${w%:*} n=${w#*:}
+    grep -qE "^PUT $path - bytes $off-$((off + n - 1))/\\* 20[0-9]\$" "$log" ||
+      fail "no 2xx PUT with Content-Range: bytes $off-$((off + n - 1))/*"
+  done
+  puts=$(grep -c '^PUT ' "$log" || :)
+  [ "$puts" -eq "$(wc -w <<<"$3")" ] ||
+    fail "$puts PUT requests for $(wc -w <<<"$3") writes"
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# test-curl-bad-config.sh: each bad configuration makes nbdkit exit
+# non-zero at start-up, within a bounded time, without crashing, with a
+# message naming the problem.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")}/functions.sh"
+requires_plugin
+
+# Nothing listens here (checked just now); each case but the last fails on
+# its parameters before any connection is tried.
+dead_port=$(free_port)
+url=http://127.0.0.1:$dead_port/disk.img
+
+# case_ NAME WORDS -- NBDKIT-PLUGIN-ARGS...: nbdkit must fail (see
+# expect_nbdkit_fails) and every WORD (case-insensitive) must appear in its
+# stderr.  A wrong message is counted and the next case still runs, so one
+# run shows every bad message.
+bad=0
+case_ ()
+{
+  local name=$1 words=() w
+  shift
+  while [ "$1" != -- ]; do words+=("$1"); shift; done
+  shift
+  expect_nbdkit_fails "$name" "$PLUGIN" "$@"
+  for w in "${words[@]}"; do
+    grep -qiF -- "$w" "$tmp/$name.err" || {
+      echo "BAD: $name ($*): expected '$w' in: $(cat "$tmp/$name.err")" >&2
+      bad=$((bad + 1))
+      return 0
+    }
+  done
+  echo "ok: $name: $(head -n1 "$tmp/$name.err")"
+}
+
+case_ no_url url required --
+case_ ftp protocols -- ftp://127.0.0.1/x
+case_ proto_https protocols -- "https://127.0.0.1:$dead_port/x" protocols=http
+case_ timeout_abc timeout abc -- "$url" timeout=abc
+case_ timeout_0 timeout -- "$url" timeout=0
+case_ connections_0 connections 0 -- "$url" connections=0
+case_ connections_257 connections 257 -- "$url" connections=257
+case_ sslverify sslverify maybe -- "$url" sslverify=maybe
+
+# nbdkit or the plugin may phrase this one.
+expect_nbdkit_fails unknown "$PLUGIN" "$url" foo=1
+if grep -qiE 'unknown (parameter|key)' "$tmp/unknown.err" &&
+     grep -qF foo "$tmp/unknown.err"; then
+  echo "ok: unknown: $(head -n1 "$tmp/unknown.err")"
+else
+  echo "BAD: unknown: expected 'unknown parameter' and 'foo' in:" \
+       "$(cat "$tmp/unknown.err")" >&2
+  bad=$((bad + 1))
+fi
+
+# Nothing listening: the message names the URL and the failure.
+case_ refused "$url" connect -- "$url"
+
+[ "$bad" -eq 0 ] || fail "$bad bad error messages"
