@@ -286,7 +286,7 @@ assert_no_crash ()
 # Reports go to $tmp/asan.PID and $tmp/ubsan.PID, which _cleanup turns
 # into a failure.  Leak checking is valgrind's job (test-curl-valgrind.sh).
 if [ -n "$ASAN_RUNTIME" ]; then
-  NBDKIT=(env "LD_PRELOAD=$ASAN_RUNTIME"
+  NBDKIT=(env "LD_PRELOAD=${ASAN_PRELOAD:-$ASAN_RUNTIME}"
           "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path=$tmp/asan"
           "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$tmp/ubsan"
           nbdkit)

@@ -33,16 +33,28 @@ struct curl_config cfg = {
  */
 #define MAX_CONNECTIONS 256
 
+/* The words nbdkit_parse_bool takes; its own error does not name the
+ * parameter, so the parsing is done here.
+ */
 static int
 parse_bool (const char *key, const char *value, bool *out)
 {
-  /* nbdkit_parse_bool reports the value it could not read. */
-  int r = nbdkit_parse_bool (value);
+  static const char *const yes[] = { "1", "true", "t", "yes", "y", "on" };
+  static const char *const no[] = { "0", "false", "f", "no", "n", "off" };
+  size_t i;
 
-  if (r == -1)
-    return -1;
-  *out = r;
-  return 0;
+  for (i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+    if (strcasecmp (value, yes[i]) == 0) {
+      *out = true;
+      return 0;
+    }
+    if (strcasecmp (value, no[i]) == 0) {
+      *out = false;
+      return 0;
+    }
+  }
+  nbdkit_error ("%s: invalid value '%s': expected true or false", key, value);
+  return -1;
 }
 
 /* A decimal number from min to max.  nbdkit 1.32's nbdkit_parse_unsigned
