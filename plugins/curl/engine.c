@@ -546,6 +546,8 @@ perform (struct xfer *x)
   curl_easy_setopt (e, CURLOPT_READDATA, x);
   switch (x->method) {
   case HEAD:
+    /* The handle may have made a PUT last: back to GET, then HEAD. */
+    curl_easy_setopt (e, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt (e, CURLOPT_NOBODY, 1L);
     curl_easy_setopt (e, CURLOPT_RANGE, NULL);
     curl_easy_setopt (e, CURLOPT_HTTPHEADER, cfg.headers);
