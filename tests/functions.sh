@@ -615,3 +615,15 @@ assert_put_log ()
   [ "$puts" -eq "$(wc -w <<<"$3")" ] ||
     fail "$puts PUT requests for $(wc -w <<<"$3") writes"
 }
+
+# fault_export MODE SIZE: a random SIZE-byte $tmp/disk.img served by the
+# fault server in MODE and exported read-only by nbdkit (name "ro"), for
+# tests that check each read's answer one at a time with nbdsh; SIZE and
+# FILE are exported for the nbdsh script.
+fault_export ()
+{
+  make_random_file "$tmp/disk.img" "$2"
+  start_fault_server "$1" "$tmp/disk.img"
+  start_nbdkit ro -r "$PLUGIN" "http://127.0.0.1:$fault_port/disk.img"
+  export SIZE=$2 FILE=$tmp/disk.img
+}

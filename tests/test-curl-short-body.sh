@@ -11,14 +11,9 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires_nbdsh
 
-size=$((1024 * 1024 + 3))
-make_random_file "$tmp/disk.img" "$size"
-start_fault_server short-body "$tmp/disk.img"
-
-start_nbdkit ro -r "$PLUGIN" "http://127.0.0.1:$fault_port/disk.img"
+fault_export short-body $((1024 * 1024 + 3))
 # One read at a time, and a clean disconnect, so that what is checked is
 # each read's own answer.
-export SIZE=$size FILE=$tmp/disk.img
 nbdsh -u "$uri" -c '
 import errno, os
 size = int(os.environ["SIZE"])
