@@ -43,6 +43,14 @@ case_ timeout_0 timeout -- "$url" timeout=0
 case_ connections_0 connections 0 -- "$url" connections=0
 case_ connections_257 connections 257 -- "$url" connections=257
 case_ sslverify sslverify maybe -- "$url" sslverify=maybe
+# A header that would smuggle another one in; its value (a token) must
+# not be printed.
+case_ header_crlf header "CR or LF" -- "$url" \
+  "header=Authorization: Bearer s3cret-token"$'\r\n'"X-Evil: 1"
+if grep -qF s3cret-token "$tmp/header_crlf.err"; then
+  echo "BAD: header_crlf: the header's value was printed" >&2
+  bad=$((bad + 1))
+fi
 
 # nbdkit or the plugin may phrase this one.
 expect_nbdkit_fails unknown "$PLUGIN" "$url" foo=1
