@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-curl-connections.sh: connections=N bounds the HTTP connections a
-# whole parallel copy opens (the size probe reuses a pool connection), and
-# the copy gives the served bytes.  nginx logs $connection, the serial
+# whole parallel copy opens (the size probe reuses a pool connection),
+# requests do run in parallel, and the copy gives the served bytes.  nginx logs $connection, the serial
 # number of the TCP connection, with every request.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
@@ -29,4 +29,9 @@ for n in 2 8; do
   [ "$gets" -ge 2 ] || fail "connections=$n: only $gets GET requests"
   [ "$conns" -ge 1 ] && [ "$conns" -le "$n" ] ||
     fail "connections=$n: the copy opened $conns HTTP connections"
+  # The pool opens a connection only when every open one is busy, and
+  # nbdcopy keeps 64 requests in flight: more than one connection is the
+  # proof that requests ran concurrently.
+  [ "$conns" -ge 2 ] ||
+    fail "connections=$n: requests were serialized on $conns connection"
 done
