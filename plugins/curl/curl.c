@@ -114,6 +114,29 @@ curl_can_multi_conn (void *handle)
   return h->readonly;
 }
 
+/* Every NBD read is one HTTP request, so fewer, larger requests cost
+ * less per byte.  nbdcopy sizes its requests by the preferred block size
+ * (256 KiB when none is given).  Measured with the blocksize-policy
+ * filter on a 1 GiB copy, medians of 4 interleaved runs: -r 1.05 s with
+ * none, 0.89 s with 2 MiB, 0.85 s with 4 MiB; read-write on one NBD
+ * connection 0.98 s, 0.87 s and 0.91 s.  2 MiB is also qemu-img's own
+ * transfer size.  The minimum stays 1: any range can be requested and
+ * any write made, without read-modify-write.  32 MiB is the largest
+ * request that NBD clients send.
+ */
+#define PREFERRED_BLOCK_SIZE (2 * 1024 * 1024)
+#define MAXIMUM_BLOCK_SIZE (32 * 1024 * 1024)
+
+static int
+curl_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
+                 uint32_t *maximum)
+{
+  *minimum = 1;
+  *preferred = PREFERRED_BLOCK_SIZE;
+  *maximum = MAXIMUM_BLOCK_SIZE;
+  return 0;
+}
+
 static int
 curl_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
             uint32_t flags)
@@ -144,6 +167,7 @@ static struct nbdkit_plugin plugin = {
   .get_size = curl_get_size,
   .can_write = curl_can_write,
   .can_multi_conn = curl_can_multi_conn,
+  .block_size = curl_block_size,
   .pread = curl_pread,
   .pwrite = curl_pwrite,
   .errno_is_preserved = 1,
