@@ -27,9 +27,9 @@ timeout "$client_timeout" nbdinfo "$uri" >"$tmp/info-ro.out"
 info_has "$tmp/info-ro.out" "can_multi_conn: true"
 info_has "$tmp/info-ro.out" "is_read_only: true"
 info_has "$tmp/info-ro.out" "export-size: $size( \(.*\))?"
-# Any byte range can be read; 2 MiB requests are preferred.
+# Any byte range can be read; 1 MiB requests are preferred.
 info_has "$tmp/info-ro.out" "block_size_minimum: 1"
-info_has "$tmp/info-ro.out" "block_size_preferred: 2097152"
+info_has "$tmp/info-ro.out" "block_size_preferred: 1048576"
 [ "$(timeout "$client_timeout" nbdinfo --size "$uri")" -eq "$size" ] ||
   fail "nbdinfo --size is not $size"
 stop_nbdkit ro
