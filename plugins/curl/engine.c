@@ -88,7 +88,6 @@ struct xfer {
   uint32_t count;
   char *rbuf;                   /* GET: where the body goes */
   const char *wbuf;             /* PUT: the body */
-  bool check_range;             /* GET: demand 206 + exact Content-Range */
   int64_t expect_total;         /* Content-Range total, -1 if unknown */
 
   /* State of the response being received, reset on each status line
@@ -289,7 +288,10 @@ headers_end (struct xfer *x)
       cfg.followlocation && x->has_location)
     return true;                /* libcurl follows it */
   x->headers_done = true;
-  if (!x->check_range)
+  /* Over HTTP a GET must be 206 with exactly the requested range;
+   * file:// has no status or headers to check.
+   */
+  if (x->method != GET || cfg.is_file)
     return true;
 
   if (x->status != 206) {
@@ -570,6 +572,7 @@ perform (struct xfer *x)
   CURL *e;
   CURLcode rc;
   char range[64];
+  char where[80] = "";
   CLEANUP_SLIST struct curl_slist *headers = NULL;
   curl_off_t usecs = 0;
   int r = 0;
@@ -628,20 +631,23 @@ perform (struct xfer *x)
   if (x->method == PUT)
     curl_easy_setopt (e, CURLOPT_HTTPHEADER, cfg.headers);
 
+  /* A body cut short without a transport error (a server that closed
+   * a chunked answer early, file:// at end of file) is an error too.
+   */
+  if (x->why[0] == '\0' && rc == CURLE_OK && x->method == GET &&
+      x->done != x->count)
+    snprintf (x->why, sizeof x->why, "short body: %" PRIu64 " of %" PRIu32
+              " bytes", x->done, x->count);
+
+  if (x->method != HEAD)
+    snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64,
+              x->offset, x->offset + x->count - 1);
   if (x->why[0] != '\0') {
-    nbdkit_error ("%s: %s: bytes %" PRIu64 "-%" PRIu64 ": %s",
-                  x->what, cfg.url, x->offset, x->offset + x->count - 1,
-                  x->why);
-    r = -1;
-  }
-  else if (rc != CURLE_OK && x->method == HEAD) {
-    nbdkit_error ("HEAD: %s: %s%s%s", cfg.url, curl_easy_strerror (rc),
-                  c->errbuf[0] ? ": " : "", c->errbuf);
+    nbdkit_error ("%s: %s%s: %s", x->what, cfg.url, where, x->why);
     r = -1;
   }
   else if (rc != CURLE_OK) {
-    nbdkit_error ("%s: %s: bytes %" PRIu64 "-%" PRIu64 ": %s%s%s",
-                  x->what, cfg.url, x->offset, x->offset + x->count - 1,
+    nbdkit_error ("%s: %s%s: %s%s%s", x->what, cfg.url, where,
                   curl_easy_strerror (rc),
                   c->errbuf[0] ? ": " : "", c->errbuf);
     r = -1;
@@ -684,16 +690,11 @@ engine_get_first_byte (struct object_info *info)
   char byte;
   struct xfer x = {
     .method = GET, .what = "GET", .count = 1, .rbuf = &byte,
-    .check_range = !cfg.is_file, .expect_total = info->size,
+    .expect_total = info->size,
   };
 
   if (perform (&x) == -1)
     return -1;
-  if (x.done != 1) {
-    nbdkit_error ("GET: %s: bytes 0-0: the server sent %" PRIu64
-                  " bytes instead of 1", cfg.url, x.done);
-    return -1;
-  }
   copy_info (info, &x);
   if (!cfg.is_file)
     info->size = x.cr_total;
@@ -705,19 +706,10 @@ engine_pread (void *buf, uint32_t count, uint64_t offset)
 {
   struct xfer x = {
     .method = GET, .what = "pread", .offset = offset, .count = count,
-    .rbuf = buf, .check_range = !cfg.is_file, .expect_total = object.size,
+    .rbuf = buf, .expect_total = object.size,
   };
 
-  if (perform (&x) == -1)
-    return -1;
-  if (x.done != count) {
-    nbdkit_error ("pread: %s: bytes %" PRIu64 "-%" PRIu64 ": short body: "
-                  "%" PRIu64 " of %" PRIu32 " bytes", cfg.url, offset,
-                  offset + count - 1, x.done, count);
-    errno = EIO;
-    return -1;
-  }
-  return 0;
+  return perform (&x);
 }
 
 /* Partial PUT is an extension a server may ignore, replacing the whole
