@@ -57,6 +57,25 @@ def parse_range(value, size):
     return (start, min(end, size - 1))
 
 
+def parse_ranges(value, size):
+    """Parse 'bytes=A-B,C-D,...' with at least two ranges, each A-B with
+    both ends given and inside the object.  Returns the list of (start,
+    end) or None."""
+    if not value or "," not in value:
+        return None
+    m = re.fullmatch(r"\s*bytes=([\d,\s-]+)", value)
+    if not m:
+        return None
+    out = []
+    for spec in m.group(1).split(","):
+        a, _, b = spec.strip().partition("-")
+        if not a.isdigit() or not b.isdigit() or int(b) < int(a) or \
+           int(b) >= size:
+            return None
+        out.append((int(a), int(b)))
+    return out
+
+
 def parse_content_range(value):
     """'bytes A-B/TOTAL' or 'bytes A-B/*' -> (A, B), else None."""
     if not value:
@@ -113,11 +132,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                          str(len(body) if length is None else length))
         self.end_headers()
         sent = 0
-        if send_body and body:
-            self.wfile.write(body)
-            sent = len(body)
-        self.wfile.flush()
-        self.log_request_line(status, sent)
+        try:
+            if send_body and body:
+                self.wfile.write(body)
+                sent = len(body)
+            self.wfile.flush()
+        finally:
+            # Also when the client hung up: a client that stops reading a
+            # wrong answer is what some tests look for.
+            self.log_request_line(status, sent)
 
     def object_bytes(self):
         with file_lock:
@@ -142,6 +165,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         data = self.object_bytes()
+        many = parse_ranges(self.headers.get("Range"), len(data))
+        if many is not None:
+            self.serve_ranges(data, many)
+            return
         r = parse_range(self.headers.get("Range"), len(data))
         if r == "unsatisfiable":
             self.answer(416, headers=[("Content-Range",
@@ -159,6 +186,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.answer(206, data[start:end + 1],
                     headers=[("Content-Range", "bytes %d-%d/%d" %
                               (start, end, len(data)))]
+                    + self.validators())
+
+    def serve_ranges(self, data, ranges):
+        # Like S3: a request for several ranges gets the whole object.
+        self.serve_whole(data)
+
+    def multipart(self, data, parts, boundary="BOUNDARY", quote=False,
+                  preamble=b""):
+        """A multipart/byteranges answer with the (start, end) parts."""
+        body = preamble
+        for a, b in parts:
+            body += (b"\r\n--%s\r\nContent-Type: application/octet-stream"
+                     b"\r\nContent-Range: bytes %d-%d/%d\r\n\r\n" %
+                     (boundary.encode(), a, b, len(data))) + data[a:b + 1]
+        body += b"\r\n--%s--\r\n" % boundary.encode()
+        ctype = "multipart/byteranges; boundary=" + \
+            ('"%s"' % boundary if quote else boundary)
+        self.answer(206, body, headers=[("Content-Type", ctype)]
                     + self.validators())
 
     def do_PUT(self):
@@ -257,8 +302,40 @@ class ShortBody(Handler):
         self.log_request_line(206, len(chunk))
 
 
+class Multipart(Handler):
+    """Several ranges in one answer, correctly but unlike nginx: a quoted
+    boundary, a preamble, the parts in reverse order (RFC 9110 14.6
+    allows all three)."""
+
+    def serve_ranges(self, data, ranges):
+        self.multipart(data, reversed(ranges), boundary="a'b(c)+_,-./:=?",
+                       quote=True, preamble=b"This is a preamble.")
+
+
+class MergeRanges(Handler):
+    """A request for several ranges gets one 206 covering all of them,
+    first to last (RFC 9110 lets a server coalesce ranges)."""
+
+    def serve_ranges(self, data, ranges):
+        self.serve_range(data, ranges[0][0], ranges[-1][1])
+
+
+class MultipartWrongPart(Handler):
+    """A multipart answer whose last part is for the range one byte later
+    than asked (its bytes too): none of its bytes may be used."""
+
+    def serve_ranges(self, data, ranges):
+        a, b = ranges[-1]
+        if b + 1 < len(data):
+            ranges = ranges[:-1] + [(a + 1, b + 1)]
+        self.multipart(data, ranges)
+
+
 MODES = {
     "normal": Handler,
+    "multipart": Multipart,
+    "merge-ranges": MergeRanges,
+    "multipart-wrong-part": MultipartWrongPart,
     "ignore-content-range": IgnoreContentRange,
     "ignore-range": IgnoreRange,
     "refuse-head": RefuseHead,

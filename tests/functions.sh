@@ -616,14 +616,114 @@ assert_put_log ()
     fail "$puts PUT requests for $(wc -w <<<"$3") writes"
 }
 
-# fault_export MODE SIZE: a random SIZE-byte $tmp/disk.img served by the
-# fault server in MODE and exported read-only by nbdkit (name "ro"), for
-# tests that check each read's answer one at a time with nbdsh; SIZE and
-# FILE are exported for the nbdsh script.
+# assert_nginx_ranges SIZE MIN_MULTI: every GET in nginx's log
+# ($tmp/access.log: CONNECTION METHOD RANGE STATUS BODY_BYTES URI) asked
+# for exact inclusive ranges ("bytes=A-B" or "bytes=A-B,C-D,..." in order,
+# separate) inside a SIZE-byte object and was answered 206, a single
+# range with exactly its length; some range ended at the last byte (a
+# range one byte too long is a classic bug); and at least MIN_MULTI
+# requests asked for several ranges.
+assert_nginx_ranges ()
+{
+  awk -v size="$1" -v min_multi="$2" '
+    $2 != "GET" { next }
+    {
+      gets++
+      if ($3 !~ /^bytes=[0-9]+-[0-9]+(,[0-9]+-[0-9]+)*$/) {
+        print "GET without exact ranges: " $0; bad++; next
+      }
+      if ($4 != 206) { print "not answered 206: " $0; bad++ }
+      n = split(substr($3, 7), r, ",")
+      if (n > 1) multi++
+      prev = -2
+      for (i = 1; i <= n; i++) {
+        split(r[i], ab, "-"); a = ab[1] + 0; b = ab[2] + 0
+        if (b < a) { print "empty or reversed range: " $0; bad++ }
+        if (b >= size) { print "past the last byte " size - 1 ": " $0; bad++ }
+        if (a <= prev + 1) { print "ranges not separate, in order: " $0; bad++ }
+        if (b == size - 1) tail++
+        prev = b
+      }
+      if (n == 1 && $5 != b - a + 1) {
+        print "body is not the range length: " $0; bad++
+      }
+    }
+    END {
+      if (gets < 2) { print "only " gets " GET requests"; bad++ }
+      if (!tail) { print "no range ended at the last byte " size - 1; bad++ }
+      if (multi < min_multi) {
+        print "only " multi + 0 " multi-range requests"; bad++
+      }
+      exit bad > 0
+    }' "$tmp/access.log" >"$tmp/ranges.out" || {
+    cat "$tmp/ranges.out" >&2
+    fail "nginx access log shows bad ranges"
+  }
+}
+
+# random_reads URI FILE COUNT: COUNT reads through nbdsh with up to 64 in
+# flight (random 4 KiB blocks, odd sizes and offsets, duplicates, reads
+# next to and overlapping the previous one, the last bytes), each
+# compared with FILE.  Many reads waiting at once is what makes the
+# plugin batch them into multi-range requests.
+random_reads ()
+{
+  requires_nbdsh
+  FILE=$2 COUNT=$3 nbdsh -u "$1" -c '
+import os, random
+data = open(os.environ["FILE"], "rb").read()
+size = len(data)
+assert h.get_size() == size, "export size %d, not %d" % (h.get_size(), size)
+rnd = random.Random(7)
+reads, prev = [], (0, 4096)
+for i in range(int(os.environ["COUNT"])):
+    kind = rnd.randrange(6)
+    if kind == 0:
+        off, n = rnd.randrange(size // 4096) * 4096, 4096
+    elif kind == 1:
+        n = rnd.randrange(1, 20000)
+        off = rnd.randrange(size - n)
+    elif kind == 2:
+        off, n = prev
+    elif kind == 3:
+        off, n = min(prev[0] + prev[1], size - 1), 4096
+    elif kind == 4:
+        off, n = prev[0] + prev[1] // 2, 8192
+    else:
+        n = rnd.randrange(1, 5000)
+        off = size - n
+    n = min(n, size - off)
+    reads.append((off, n))
+    prev = (off, n)
+inflight, done = {}, 0
+while reads or inflight:
+    while reads and len(inflight) < 64:
+        off, n = reads.pop()
+        buf = nbd.Buffer(n)
+        inflight[h.aio_pread(buf, off)] = (buf, off, n)
+    h.poll(-1)
+    for c in [c for c in inflight if h.aio_command_completed(c)]:
+        buf, off, n = inflight.pop(c)
+        if buf.to_bytearray() != data[off:off + n]:
+            raise SystemExit("read of %d bytes at %d: wrong data" % (n, off))
+        done += 1
+print("%d reads ok" % done)
+h.shutdown()
+' >"$tmp/reads.out" 2>&1 || {
+    cat "$tmp/reads.out" >&2
+    fail "random reads through $1 failed"
+  }
+}
+
+# fault_export MODE SIZE [PLUGIN-ARGS...]: a random SIZE-byte
+# $tmp/disk.img served by the fault server in MODE and exported read-only
+# by nbdkit (name "ro"), for tests that check each read's answer with
+# nbdsh; SIZE and FILE are exported for the nbdsh script.
 fault_export ()
 {
   make_random_file "$tmp/disk.img" "$2"
   start_fault_server "$1" "$tmp/disk.img"
-  start_nbdkit ro -r "$PLUGIN" "http://127.0.0.1:$fault_port/disk.img"
+  start_nbdkit ro -r "$PLUGIN" "http://127.0.0.1:$fault_port/disk.img" \
+               "${@:3}"
   export SIZE=$2 FILE=$tmp/disk.img
 }

@@ -59,6 +59,7 @@ curl_load (void)
 static void
 curl_unload (void)
 {
+  pool_unload ();
   engine_unload ();
   config_unload ();
   curl_global_cleanup ();
@@ -67,7 +68,7 @@ curl_unload (void)
 static int
 curl_get_ready (void)
 {
-  if (engine_init () == -1)
+  if (engine_init () == -1 || pool_init () == -1)
     return -1;
   return probe_object ();
 }
@@ -142,7 +143,7 @@ static int
 curl_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
             uint32_t flags)
 {
-  return engine_pread (buf, count, offset);
+  return pool_pread (buf, count, offset);
 }
 
 static int

@@ -94,12 +94,77 @@ extern struct object_info object;
 
 extern int probe_object (void);
 
+/* pool.c: the connections (easy handles) and the queue of reads
+ * waiting for one.
+ */
+struct read_req {
+  uint64_t offset;
+  uint32_t count;
+  char *buf;
+  enum { REQ_QUEUED, REQ_RUNNING, REQ_DONE } state;
+  bool failed;
+  pthread_cond_t cond;          /* signalled when done or to lead */
+  struct read_req *next;        /* in the queue */
+};
+
+/* One contiguous byte range of a request, covering one or more reads. */
+struct span {
+  uint64_t first, last;         /* inclusive, as in HTTP */
+  struct read_req **reqs;
+  unsigned nreqs;
+  bool filled;
+};
+
+struct conn;
+extern int pool_init (void);
+extern void pool_unload (void);
+extern struct conn *pool_get (void);
+extern void pool_put (struct conn *c);
+extern int pool_pread (void *buf, uint32_t count, uint64_t offset);
+
+/* ranges.c: byte-range answers. */
+extern int64_t parse_number (const char *p, const char **end);
+extern bool parse_content_range (const char *v, uint64_t *first,
+                                 uint64_t *last, int64_t *total);
+extern void span_scatter (const struct span *s, uint64_t pos,
+                          const char *data, size_t len);
+extern bool parse_multipart_type (const char *v, char *boundary,
+                                  size_t size);
+
+struct multipart {
+  enum { MP_PREAMBLE, MP_HEADERS, MP_DATA, MP_AFTER, MP_END } state;
+  char delim[80];               /* "--" BOUNDARY */
+  struct span *spans;
+  unsigned nspans, nfilled;
+  int64_t total;                /* expected Content-Range total, or -1 */
+  char line[1024];
+  size_t linelen;
+  unsigned preamble_lines;
+  bool after_blank;
+  bool part_has_range;
+  uint64_t part_first, part_last;
+  int64_t part_total;
+  struct span *cur;             /* MP_DATA: the part's span */
+  uint64_t pos;                 /* bytes of it received */
+  char why[128];                /* why the answer was refused */
+};
+extern void multipart_start (struct multipart *mp, const char *boundary,
+                             struct span *spans, unsigned nspans,
+                             int64_t total);
+extern bool multipart_feed (struct multipart *mp, const char *data,
+                            size_t len);
+extern bool multipart_complete (struct multipart *mp);
+
 /* engine.c: the only file that makes requests. */
+#define MAX_SPANS 32            /* ranges in one request */
 extern int engine_init (void);
 extern void engine_unload (void);
+extern struct conn *engine_conn_new (void);
+extern void engine_conn_free (struct conn *c);
 extern int engine_head (struct object_info *info);
 extern int engine_get_first_byte (struct object_info *info);
-extern int engine_pread (void *buf, uint32_t count, uint64_t offset);
+extern int engine_get_spans (struct conn *c, struct span *spans,
+                             unsigned nspans);
 extern int engine_pwrite (const void *buf, uint32_t count, uint64_t offset);
 
 #endif /* CURLDEFS_H */

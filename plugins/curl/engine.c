@@ -61,20 +61,6 @@ struct conn {
   char errbuf[CURL_ERROR_SIZE];
 };
 
-/* The pool.  'free' is a stack of idle handles; 'nr_made' counts the
- * handles created so far, at most cfg.connections.
- */
-static struct {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  struct conn **free;
-  unsigned nr_free;
-  unsigned nr_made;
-} pool = {
-  .lock = PTHREAD_MUTEX_INITIALIZER,
-  .cond = PTHREAD_COND_INITIALIZER,
-};
-
 static CURLSH *share;
 static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
@@ -84,9 +70,10 @@ enum method { HEAD, GET, PUT };
 struct xfer {
   enum method method;
   const char *what;             /* "HEAD", "pread", "pwrite": messages */
-  uint64_t offset;
+  uint64_t offset;              /* GET of several spans: unused */
   uint32_t count;
-  char *rbuf;                   /* GET: where the body goes */
+  struct span *spans;           /* GET: where the body goes */
+  unsigned nspans;
   const char *wbuf;             /* PUT: the body */
   int64_t expect_total;         /* Content-Range total, -1 if unknown */
 
@@ -102,9 +89,12 @@ struct xfer {
   bool headers_done;
   char etag[sizeof object.etag];
   char last_modified[sizeof object.last_modified];
+  char boundary[72];            /* of a multipart/byteranges answer */
 
   uint64_t done;                /* body bytes received or sent */
+  struct multipart mp;          /* GET of several spans: the body parser */
   char why[256];                /* why the answer was refused */
+  bool not_multi;               /* several spans, but not their parts */
 };
 
 static void
@@ -136,12 +126,6 @@ engine_init (void)
   curl_share_setopt (share, CURLSHOPT_UNLOCKFUNC, share_unlock);
   curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
   curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-
-  pool.free = calloc (cfg.connections, sizeof pool.free[0]);
-  if (pool.free == NULL) {
-    nbdkit_error ("calloc: %m");
-    return -1;
-  }
   return 0;
 }
 
@@ -150,14 +134,6 @@ engine_unload (void)
 {
   unsigned i;
 
-  /* Called once no request runs, so every handle is back on the stack. */
-  for (i = 0; i < pool.nr_free; i++) {
-    curl_easy_cleanup (pool.free[i]->easy);
-    free (pool.free[i]);
-  }
-  free (pool.free);
-  pool.free = NULL;
-  pool.nr_free = pool.nr_made = 0;
   if (share != NULL)
     curl_share_cleanup (share);
   share = NULL;
@@ -219,51 +195,6 @@ debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
   return 0;
 }
 
-/* Parse the decimal number at p; -1 when there is none or it is too big. */
-static int64_t
-parse_number (const char *p, const char **end)
-{
-  int64_t n = 0;
-
-  if (*p < '0' || *p > '9')
-    return -1;
-  for (; *p >= '0' && *p <= '9'; p++) {
-    if (n > (INT64_MAX - 9) / 10)
-      return -1;
-    n = n * 10 + (*p - '0');
-  }
-  if (end)
-    *end = p;
-  return n;
-}
-
-/* Content-Range: bytes FIRST-LAST/TOTAL (RFC 9110 14.4); TOTAL may be '*'. */
-static bool
-parse_content_range (struct xfer *x, const char *v)
-{
-  const char *p;
-  int64_t first, last, total = -1;
-
-  if (strncasecmp (v, "bytes ", 6) != 0)
-    return false;
-  first = parse_number (v + 6, &p);
-  if (first == -1 || *p != '-')
-    return false;
-  last = parse_number (p + 1, &p);
-  if (last == -1 || last < first || *p != '/')
-    return false;
-  if (p[1] != '*') {
-    total = parse_number (p + 1, &p);
-    if (total == -1 || last >= total)
-      return false;
-  }
-  x->has_content_range = true;
-  x->cr_first = first;
-  x->cr_last = last;
-  x->cr_total = total;
-  return true;
-}
-
 static void
 copy_value (char *dst, size_t dstlen, const char *v)
 {
@@ -274,6 +205,35 @@ copy_value (char *dst, size_t dstlen, const char *v)
     strcpy (dst, v);
   else
     dst[0] = '\0';
+}
+
+/* The answer to a request for several ranges must be 206 with a
+ * multipart/byteranges body.  200 (the whole object: S3 and others
+ * ignore a multi-range request), a single range covering them (RFC 9110
+ * lets a server merge ranges), 416 or 400 (too many ranges) mean that
+ * this server cannot be asked that way: not_multi makes the caller ask
+ * again one range per request.
+ */
+static bool
+multi_headers_end (struct xfer *x)
+{
+  if (x->status == 206 && !x->has_content_range && x->boundary[0]) {
+    multipart_start (&x->mp, x->boundary, x->spans, x->nspans,
+                     x->expect_total);
+    return true;
+  }
+  if (x->status == 200 || x->status == 206 || x->status == 400 ||
+      x->status == 416 || x->status == 501) {
+    x->not_multi = true;
+    snprintf (x->why, sizeof x->why, "a request for %u ranges was answered "
+              "with HTTP %ld%s", x->nspans, x->status,
+              x->status == 206 ? " but not multipart/byteranges" : "");
+  }
+  else
+    snprintf (x->why, sizeof x->why,
+              "the server answered HTTP %ld instead of 206 Partial Content",
+              x->status);
+  return false;
 }
 
 /* Called at the end of each header block.  Returns false to abort. */
@@ -293,6 +253,8 @@ headers_end (struct xfer *x)
    */
   if (x->method != GET || cfg.is_file)
     return true;
+  if (x->nspans > 1)
+    return multi_headers_end (x);
 
   if (x->status != 206) {
     if (x->status == 200)
@@ -358,7 +320,7 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     x->status = v ? strtol (v + 1, NULL, 10) : 0;
     x->content_length = -1;
     x->has_content_range = x->has_location = x->headers_done = false;
-    x->etag[0] = x->last_modified[0] = '\0';
+    x->etag[0] = x->last_modified[0] = x->boundary[0] = '\0';
     return len == 0 ? 0 : size * nmemb;
   }
 
@@ -373,8 +335,14 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   if (strcasecmp (line, "content-length") == 0)
     x->content_length = parse_number (v, NULL);
   else if (strcasecmp (line, "content-range") == 0) {
-    if (!parse_content_range (x, v))
+    x->has_content_range = parse_content_range (v, &x->cr_first,
+                                                &x->cr_last, &x->cr_total);
+    if (!x->has_content_range)
       nbdkit_debug ("%s: ignoring malformed Content-Range: %s", x->what, v);
+  }
+  else if (strcasecmp (line, "content-type") == 0) {
+    if (!parse_multipart_type (v, x->boundary, sizeof x->boundary))
+      x->boundary[0] = '\0';
   }
   else if (strcasecmp (line, "location") == 0)
     x->has_location = true;
@@ -399,13 +367,21 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     snprintf (x->why, sizeof x->why, "body before the end of the headers");
     return 0;
   }
+  if (x->nspans > 1) {
+    if (!multipart_feed (&x->mp, data, len)) {
+      x->not_multi = true;
+      snprintf (x->why, sizeof x->why, "%s", x->mp.why);
+      return 0;
+    }
+    return len;
+  }
   if (len > x->count - x->done) {
     snprintf (x->why, sizeof x->why,
               "the server sent more than the %" PRIu32 " bytes requested",
               x->count);
     return 0;
   }
-  memcpy (x->rbuf + x->done, data, len);
+  span_scatter (&x->spans[0], x->done, data, len);
   x->done += len;
   return len;
 }
@@ -484,21 +460,12 @@ setup_handle (struct conn *c)
   return 0;
 }
 
-/* Borrow a handle: an idle one, else a new one while fewer than
- * connections= exist, else wait for one to come back.
- */
-static struct conn *
-get_conn (void)
+/* A new handle, set up for the URL; the pool decides when. */
+struct conn *
+engine_conn_new (void)
 {
-  struct conn *c;
-  LOCK_FOR_SCOPE (&pool.lock);
+  struct conn *c = calloc (1, sizeof *c);
 
-  while (pool.nr_free == 0 && pool.nr_made >= cfg.connections)
-    pthread_cond_wait (&pool.cond, &pool.lock);
-  if (pool.nr_free > 0)
-    return pool.free[--pool.nr_free];
-
-  c = calloc (1, sizeof *c);
   if (c == NULL) {
     nbdkit_error ("calloc: %m");
     return NULL;
@@ -510,21 +477,17 @@ get_conn (void)
     return NULL;
   }
   if (setup_handle (c) == -1) {
-    curl_easy_cleanup (c->easy);
-    free (c);
+    engine_conn_free (c);
     return NULL;
   }
-  pool.nr_made++;
   return c;
 }
 
-static void
-put_conn (struct conn *c)
+void
+engine_conn_free (struct conn *c)
 {
-  LOCK_FOR_SCOPE (&pool.lock);
-
-  pool.free[pool.nr_free++] = c;
-  pthread_cond_signal (&pool.cond);
+  curl_easy_cleanup (c->easy);
+  free (c);
 }
 
 /* The header list of a PUT: the user's headers, then Content-Range.
@@ -562,16 +525,29 @@ put_headers (const struct xfer *x)
   return NULL;
 }
 
-/* Run one request on a borrowed handle.  Reports transport errors and
- * refused answers itself; the caller checks the status it needs.
+/* "A-B" or "A-B,C-D,...": the Range header's value without "bytes=". */
+static void
+range_list (char *dst, size_t size, const struct span *spans, unsigned n)
+{
+  unsigned i;
+  size_t len = 0;
+
+  for (i = 0; i < n && len < size; i++)
+    len += snprintf (dst + len, size - len, "%s%" PRIu64 "-%" PRIu64,
+                     i > 0 ? "," : "", spans[i].first, spans[i].last);
+}
+
+/* Run one request on handle c.  Reports transport errors and refused
+ * answers itself, and returns -1; the caller checks the status it needs.
+ * -2 (logged for debugging only): a multi-range request whose answer
+ * was not the parts asked for, to be asked again one range at a time.
  */
 static int
-perform (struct xfer *x)
+perform_on (struct conn *c, struct xfer *x)
 {
-  struct conn *c;
   CURL *e;
   CURLcode rc;
-  char range[64];
+  char range[MAX_SPANS * 42];
   char where[80] = "";
   CLEANUP_SLIST struct curl_slist *headers = NULL;
   curl_off_t usecs = 0;
@@ -587,9 +563,6 @@ perform (struct xfer *x)
     }
   }
 
-  c = get_conn ();
-  if (c == NULL)
-    return -1;
   e = c->easy;
   c->errbuf[0] = '\0';
 
@@ -604,8 +577,7 @@ perform (struct xfer *x)
     curl_easy_setopt (e, CURLOPT_RANGE, NULL);
     break;
   case GET:
-    snprintf (range, sizeof range, "%" PRIu64 "-%" PRIu64,
-              x->offset, x->offset + x->count - 1);
+    range_list (range, sizeof range, x->spans, x->nspans);
     curl_easy_setopt (e, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt (e, CURLOPT_RANGE, range);
     break;
@@ -620,9 +592,9 @@ perform (struct xfer *x)
   rc = curl_easy_perform (e);
   if (curl_debug_times) {
     curl_easy_getinfo (e, CURLINFO_TOTAL_TIME_T, &usecs);
-    nbdkit_debug ("%s %s: %" PRIu64 "+%" PRIu32 ": HTTP %ld: %" PRIi64 " us",
-                  x->what, cfg.url, x->offset, x->count, x->status,
-                  (int64_t) usecs);
+    nbdkit_debug ("%s %s: %" PRIu64 "+%" PRIu32 " in %u ranges: HTTP %ld: "
+                  "%" PRIi64 " us", x->what, cfg.url, x->offset, x->count,
+                  x->nspans, x->status, (int64_t) usecs);
   }
 
   /* 'headers' is freed when this function returns: the handle goes back
@@ -634,14 +606,28 @@ perform (struct xfer *x)
   /* A body cut short without a transport error (a server that closed
    * a chunked answer early, file:// at end of file) is an error too.
    */
-  if (x->why[0] == '\0' && rc == CURLE_OK && x->method == GET &&
-      x->done != x->count)
-    snprintf (x->why, sizeof x->why, "short body: %" PRIu64 " of %" PRIu32
-              " bytes", x->done, x->count);
+  if (x->why[0] == '\0' && rc == CURLE_OK && x->method == GET) {
+    if (x->nspans > 1 && !multipart_complete (&x->mp)) {
+      x->not_multi = true;
+      snprintf (x->why, sizeof x->why, "%s", x->mp.why);
+    }
+    else if (x->nspans == 1 && x->done != x->count)
+      snprintf (x->why, sizeof x->why, "short body: %" PRIu64 " of %"
+                PRIu32 " bytes", x->done, x->count);
+  }
 
-  if (x->method != HEAD)
+  if (x->method == GET)
+    snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64 "%s",
+              x->spans[0].first, x->spans[x->nspans - 1].last,
+              x->nspans > 1 ? " (several ranges)" : "");
+  else if (x->method == PUT)
     snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64,
               x->offset, x->offset + x->count - 1);
+  if (x->not_multi) {
+    nbdkit_debug ("%s: %s%s: %s: asking for one range per request from "
+                  "now on", x->what, cfg.url, where, x->why);
+    return -2;
+  }
   if (x->why[0] != '\0') {
     nbdkit_error ("%s: %s%s: %s", x->what, cfg.url, where, x->why);
     r = -1;
@@ -652,9 +638,22 @@ perform (struct xfer *x)
                   c->errbuf[0] ? ": " : "", c->errbuf);
     r = -1;
   }
-  put_conn (c);
   if (r == -1)
     errno = EIO;
+  return r;
+}
+
+/* Run one request on a handle borrowed from the pool. */
+static int
+perform (struct xfer *x)
+{
+  struct conn *c = pool_get ();
+  int r;
+
+  if (c == NULL)
+    return -1;
+  r = perform_on (c, x);
+  pool_put (c);
   return r;
 }
 
@@ -688,8 +687,11 @@ int
 engine_get_first_byte (struct object_info *info)
 {
   char byte;
+  struct read_req req = { .count = 1, .buf = &byte };
+  struct read_req *reqs[1] = { &req };
+  struct span span = { .first = 0, .last = 0, .reqs = reqs, .nreqs = 1 };
   struct xfer x = {
-    .method = GET, .what = "GET", .count = 1, .rbuf = &byte,
+    .method = GET, .what = "GET", .count = 1, .spans = &span, .nspans = 1,
     .expect_total = info->size,
   };
 
@@ -701,15 +703,23 @@ engine_get_first_byte (struct object_info *info)
   return 0;
 }
 
+/* GET of nspans ranges (at most MAX_SPANS) into the reads they cover.
+ * 0 when every byte arrived, -1 on errors (reported), -2 when a
+ * multi-range request was not answered with its parts.
+ */
 int
-engine_pread (void *buf, uint32_t count, uint64_t offset)
+engine_get_spans (struct conn *c, struct span *spans, unsigned nspans)
 {
   struct xfer x = {
-    .method = GET, .what = "pread", .offset = offset, .count = count,
-    .rbuf = buf, .expect_total = object.size,
+    .method = GET, .what = "pread", .spans = spans, .nspans = nspans,
+    .expect_total = object.size,
   };
 
-  return perform (&x);
+  if (nspans == 1) {
+    x.offset = spans[0].first;
+    x.count = spans[0].last - spans[0].first + 1;
+  }
+  return perform_on (c, &x);
 }
 
 /* Partial PUT is an extension a server may ignore, replacing the whole

@@ -1,0 +1,321 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * Byte-range answers: Content-Range, copying the bytes of a range into
+ * the reads that asked for them, and multipart/byteranges bodies (RFC
+ * 9110 14.6), the answer to a request for several ranges at once.
+ *
+ * A multipart body is parsed as it streams in, without buffering it:
+ *
+ *   --BOUNDARY CRLF
+ *   Content-Type: ... CRLF
+ *   Content-Range: bytes FIRST-LAST/TOTAL CRLF
+ *   CRLF
+ *   (exactly LAST-FIRST+1 bytes) CRLF
+ *   --BOUNDARY CRLF ... --BOUNDARY-- CRLF
+ *
+ * Each part's length comes from its own Content-Range, so the data is
+ * never searched for the boundary.  A part must be exactly one of the
+ * ranges asked for, of an object of the size found at start-up, and
+ * each range must come once.  Anything else makes the whole answer
+ * unusable (the caller then asks for the ranges one by one), so bytes
+ * are never taken from a part that does not match.
+ */
+
+#include <config.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "curldefs.h"
+
+/* Parse the decimal number at p; -1 when there is none or it is too big. */
+int64_t
+parse_number (const char *p, const char **end)
+{
+  int64_t n = 0;
+
+  if (*p < '0' || *p > '9')
+    return -1;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (n > (INT64_MAX - 9) / 10)
+      return -1;
+    n = n * 10 + (*p - '0');
+  }
+  if (end)
+    *end = p;
+  return n;
+}
+
+/* Content-Range: bytes FIRST-LAST/TOTAL (RFC 9110 14.4); TOTAL may be '*',
+ * returned as -1.
+ */
+bool
+parse_content_range (const char *v, uint64_t *first, uint64_t *last,
+                     int64_t *total)
+{
+  const char *p;
+  int64_t f, l, t = -1;
+
+  if (strncasecmp (v, "bytes ", 6) != 0)
+    return false;
+  f = parse_number (v + 6, &p);
+  if (f == -1 || *p != '-')
+    return false;
+  l = parse_number (p + 1, &p);
+  if (l == -1 || l < f || *p != '/')
+    return false;
+  if (p[1] != '*') {
+    t = parse_number (p + 1, &p);
+    if (t == -1 || l >= t)
+      return false;
+  }
+  *first = f;
+  *last = l;
+  *total = t;
+  return true;
+}
+
+/* Copy bytes [pos, pos+len) of span s into every read that covers them.
+ * Reads in a span may overlap (two clients asking for the same block).
+ */
+void
+span_scatter (const struct span *s, uint64_t pos, const char *data,
+              size_t len)
+{
+  uint64_t a = s->first + pos, b = a + len;
+  uint64_t lo, hi;
+  unsigned i;
+
+  for (i = 0; i < s->nreqs; i++) {
+    const struct read_req *r = s->reqs[i];
+
+    lo = r->offset > a ? r->offset : a;
+    hi = r->offset + r->count < b ? r->offset + r->count : b;
+    if (lo < hi)
+      memcpy (r->buf + (lo - r->offset), data + (lo - a), hi - lo);
+  }
+}
+
+/* From "multipart/byteranges; boundary=XYZ" (the boundary may be quoted),
+ * the boundary; false for any other type.  RFC 2046 5.1.1 limits a
+ * boundary to 70 characters.
+ */
+bool
+parse_multipart_type (const char *v, char *boundary, size_t size)
+{
+  const char *p, *end;
+  size_t n;
+
+  if (strncasecmp (v, "multipart/byteranges", 20) != 0)
+    return false;
+  for (p = v + 20; (p = strchr (p, ';')) != NULL; ) {
+    p++;
+    p += strspn (p, " \t");
+    if (strncasecmp (p, "boundary=", 9) != 0)
+      continue;
+    p += 9;
+    if (*p == '"') {
+      p++;
+      end = strchr (p, '"');
+      if (end == NULL)
+        return false;
+    }
+    else
+      end = p + strcspn (p, "; \t");
+    n = end - p;
+    if (n == 0 || n > 70 || n >= size)
+      return false;
+    memcpy (boundary, p, n);
+    boundary[n] = '\0';
+    return true;
+  }
+  return false;
+}
+
+void
+multipart_start (struct multipart *mp, const char *boundary,
+                 struct span *spans, unsigned nspans, int64_t total)
+{
+  unsigned i;
+
+  memset (mp, 0, sizeof *mp);
+  mp->state = MP_PREAMBLE;
+  snprintf (mp->delim, sizeof mp->delim, "--%s", boundary);
+  mp->spans = spans;
+  mp->nspans = nspans;
+  mp->total = total;
+  for (i = 0; i < nspans; i++)
+    spans[i].filled = false;
+}
+
+static bool
+refuse (struct multipart *mp, const char *why)
+{
+  snprintf (mp->why, sizeof mp->why, "multipart answer: %s", why);
+  return false;
+}
+
+/* Is the line the delimiter, or the close delimiter ("--" after it)?
+ * RFC 2046 allows white space after either.
+ */
+static int
+delimiter (const struct multipart *mp, const char *line)
+{
+  size_t n = strlen (mp->delim);
+
+  if (strncmp (line, mp->delim, n) != 0)
+    return 0;
+  line += n;
+  if (strncmp (line, "--", 2) == 0) {
+    line += 2;
+    return line[strspn (line, " \t")] == '\0' ? 2 : 0;
+  }
+  return line[strspn (line, " \t")] == '\0' ? 1 : 0;
+}
+
+/* The part's headers ended: which span is it? */
+static bool
+part_start (struct multipart *mp)
+{
+  unsigned i;
+
+  if (!mp->part_has_range)
+    return refuse (mp, "a part without a valid Content-Range");
+  if (mp->total >= 0 && mp->part_total != mp->total)
+    return refuse (mp, "a part's Content-Range total is not the object's "
+                   "size");
+  for (i = 0; i < mp->nspans; i++) {
+    struct span *s = &mp->spans[i];
+
+    if (s->first == mp->part_first && s->last == mp->part_last) {
+      if (s->filled)
+        return refuse (mp, "a range sent twice");
+      mp->cur = s;
+      mp->pos = 0;
+      mp->state = MP_DATA;
+      return true;
+    }
+  }
+  return refuse (mp, "a part that is not one of the ranges asked for");
+}
+
+static bool
+line_done (struct multipart *mp, char *line)
+{
+  char *v;
+
+  switch (mp->state) {
+  case MP_PREAMBLE:
+    /* RFC 2046 allows a preamble; a few lines of it at most. */
+    switch (delimiter (mp, line)) {
+    case 1: break;
+    case 2: return refuse (mp, "no parts");
+    default:
+      if (++mp->preamble_lines > 16)
+        return refuse (mp, "no boundary where the first part should be");
+      return true;
+    }
+    mp->state = MP_HEADERS;
+    mp->part_has_range = false;
+    return true;
+
+  case MP_HEADERS:
+    if (line[0] == '\0')
+      return part_start (mp);
+    v = strchr (line, ':');
+    if (v == NULL)
+      return refuse (mp, "a malformed part header");
+    *v++ = '\0';
+    v += strspn (v, " \t");
+    if (strcasecmp (line, "content-range") == 0)
+      mp->part_has_range =
+        parse_content_range (v, &mp->part_first, &mp->part_last,
+                             &mp->part_total);
+    return true;
+
+  case MP_AFTER:
+    /* The CRLF that ends the data, then a delimiter. */
+    if (line[0] == '\0' && !mp->after_blank) {
+      mp->after_blank = true;
+      return true;
+    }
+    switch (delimiter (mp, line)) {
+    case 1:
+      mp->state = MP_HEADERS;
+      mp->part_has_range = false;
+      return true;
+    case 2:
+      mp->state = MP_END;
+      return true;
+    default:
+      return refuse (mp, "no boundary after a part's data");
+    }
+
+  case MP_DATA:
+  case MP_END:
+    break;
+  }
+  return true;
+}
+
+bool
+multipart_feed (struct multipart *mp, const char *data, size_t len)
+{
+  while (len > 0) {
+    if (mp->state == MP_DATA) {
+      uint64_t want = mp->cur->last - mp->cur->first + 1 - mp->pos;
+      size_t n = len < want ? len : want;
+
+      span_scatter (mp->cur, mp->pos, data, n);
+      mp->pos += n;
+      data += n;
+      len -= n;
+      if (mp->pos == mp->cur->last - mp->cur->first + 1) {
+        mp->cur->filled = true;
+        mp->nfilled++;
+        mp->state = MP_AFTER;
+        mp->after_blank = false;
+      }
+      continue;
+    }
+    if (mp->state == MP_END)
+      return true;              /* the epilogue is ignored */
+
+    /* Lines: delimiters and part headers. */
+    const char *nl = memchr (data, '\n', len);
+    size_t n = nl ? (size_t) (nl - data) : len;
+
+    if (mp->linelen + n >= sizeof mp->line)
+      return refuse (mp, "a line too long");
+    memcpy (mp->line + mp->linelen, data, n);
+    mp->linelen += n;
+    data += n;
+    len -= n;
+    if (nl == NULL)
+      break;
+    data++;
+    len--;
+    if (mp->linelen > 0 && mp->line[mp->linelen - 1] == '\r')
+      mp->linelen--;
+    mp->line[mp->linelen] = '\0';
+    mp->linelen = 0;
+    if (!line_done (mp, mp->line))
+      return false;
+  }
+  return true;
+}
+
+/* At the end of the body: was every range received? */
+bool
+multipart_complete (struct multipart *mp)
+{
+  if (mp->state != MP_END)
+    return refuse (mp, "the body ended before the close delimiter");
+  if (mp->nfilled != mp->nspans)
+    return refuse (mp, "ranges missing");
+  return true;
+}
