@@ -405,6 +405,9 @@ http {
   fastcgi_temp_path $tmp/nginx-tmp; uwsgi_temp_path $tmp/nginx-tmp;
   scgi_temp_path $tmp/nginx-tmp;
   keepalive_requests 1000000;
+  # Debian's default nginx.conf: the plugin must work well with it.
+  sendfile on;
+  tcp_nopush on;
   server {
     listen 127.0.0.1:$port;
     $tls_listen
