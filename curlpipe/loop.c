@@ -1,0 +1,543 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * curlpipe's event loop: one thread, one poll, for libcurl's sockets,
+ * standard input and standard output together.
+ *
+ * The upload reads standard input only when it is readable, and the
+ * download writes standard output only when it takes the bytes, so a
+ * byte that arrives on either side moves at once and an idle curlpipe
+ * sleeps in curl_multi_poll.  When standard input has nothing, the read
+ * callback pauses the upload, and standard input joins the poll as an
+ * extra descriptor; its readiness unpauses the upload.  When standard
+ * output is full, the write callback keeps what it could not write and
+ * pauses the download (libcurl stops reading the socket, so the server
+ * is slowed by TCP, not by a buffer that grows), and standard output
+ * joins the poll until it drains.
+ *
+ * Pipes, sockets and terminals are switched to non-blocking mode (and
+ * back at exit) so that neither a read nor a write can stall the loop.
+ * curl's own tool does neither: with a blocking standard input "-T -"
+ * sits in read() while the answer waits, and "-T ." polls standard input
+ * on a timer.
+ */
+
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "curlpipe.h"
+
+/* Bigger than libcurl's 64 KiB upload and 16 KiB download defaults:
+ * fewer callbacks and system calls per byte in a bulk upload, and no
+ * cost to an interactive stream, which moves what is there.
+ */
+#define UPLOAD_BUFFER_SIZE (512 * 1024)
+#define DOWNLOAD_BUFFER_SIZE (256 * 1024)
+
+/* Poll timeout when nothing else bounds it: libcurl shortens it for its
+ * own timers (--max-time, connect timeout), so this only limits how
+ * often an idle transfer wakes up.
+ */
+#define IDLE_POLL_MS (60 * 1000)
+
+struct pipe_state {
+  const struct options *opt;
+  CURL *easy;
+  int in_fd, out_fd;
+  bool in_eof;
+  bool send_paused, recv_paused;
+  int body_fd;                  /* out_fd, or 2 for an error body (-f) */
+  bool body_started;
+
+  /* What the last write to standard output did not take. */
+  char *pending;
+  size_t pending_len, pending_off, pending_size;
+
+  curl_off_t sent, received;
+  char in_error[128], out_error[128];
+  char errbuf[CURL_ERROR_SIZE];
+
+  bool progress;
+  struct timespec start, last_progress;
+};
+
+/* File status flags to put back at exit, for each of fds 0 and 1. */
+static int saved_flags[2] = { -1, -1 };
+
+static void
+restore_flags (void)
+{
+  int fd;
+
+  for (fd = 0; fd <= 1; fd++)
+    if (saved_flags[fd] != -1)
+      fcntl (fd, F_SETFL, saved_flags[fd]);
+}
+
+static void
+on_signal (int sig)
+{
+  restore_flags ();
+  signal (sig, SIG_DFL);
+  raise (sig);
+}
+
+/* O_NONBLOCK on a pipe, socket or terminal.  Regular files and devices
+ * like /dev/null never block, and are left alone.
+ */
+static void
+make_nonblocking (int fd)
+{
+  struct stat st;
+  int flags;
+
+  if (fstat (fd, &st) == -1)
+    return;
+  if (!S_ISFIFO (st.st_mode) && !S_ISSOCK (st.st_mode) && !isatty (fd))
+    return;
+  flags = fcntl (fd, F_GETFL);
+  if (flags == -1 || (flags & O_NONBLOCK))
+    return;
+  if (fcntl (fd, F_SETFL, flags | O_NONBLOCK) == 0 && fd <= 1)
+    saved_flags[fd] = flags;
+}
+
+static size_t
+read_cb (char *buf, size_t size, size_t nitems, void *opaque)
+{
+  struct pipe_state *st = opaque;
+  ssize_t n;
+
+  if (st->in_eof)
+    return 0;
+  n = read (st->in_fd, buf, size * nitems);
+  if (n > 0) {
+    st->sent += n;
+    return n;
+  }
+  if (n == 0) {
+    st->in_eof = true;
+    return 0;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+    st->send_paused = true;
+    return CURL_READFUNC_PAUSE;
+  }
+  snprintf (st->in_error, sizeof st->in_error, "reading standard input: %s",
+            strerror (errno));
+  return CURL_READFUNC_ABORT;
+}
+
+/* Write what is pending.  Returns false on an error (recorded). */
+static bool
+flush_pending (struct pipe_state *st)
+{
+  ssize_t n;
+
+  while (st->pending_off < st->pending_len) {
+    n = write (st->body_fd, st->pending + st->pending_off,
+               st->pending_len - st->pending_off);
+    if (n == -1) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return true;
+      snprintf (st->out_error, sizeof st->out_error,
+                "writing the answer: %s", strerror (errno));
+      return false;
+    }
+    st->pending_off += n;
+  }
+  st->pending_len = st->pending_off = 0;
+  return true;
+}
+
+static bool
+keep_pending (struct pipe_state *st, const char *data, size_t len)
+{
+  char *p;
+
+  if (len > st->pending_size) {
+    p = realloc (st->pending, len);
+    if (p == NULL) {
+      snprintf (st->out_error, sizeof st->out_error, "out of memory");
+      return false;
+    }
+    st->pending = p;
+    st->pending_size = len;
+  }
+  memcpy (st->pending, data, len);
+  st->pending_len = len;
+  st->pending_off = 0;
+  return true;
+}
+
+static size_t
+write_cb (char *data, size_t size, size_t nmemb, void *opaque)
+{
+  struct pipe_state *st = opaque;
+  size_t len = size * nmemb;
+  ssize_t n;
+  long code = 0;
+
+  /* With -f an error answer's body is a message for the user. */
+  if (!st->body_started) {
+    st->body_started = true;
+    curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (st->opt->fail && code >= 400)
+      st->body_fd = STDERR_FILENO;
+  }
+
+  /* libcurl gives the same bytes again after the pause. */
+  if (st->pending_len > 0) {
+    st->recv_paused = true;
+    return CURL_WRITEFUNC_PAUSE;
+  }
+  n = write (st->body_fd, data, len);
+  if (n == -1) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      snprintf (st->out_error, sizeof st->out_error,
+                "writing the answer: %s", strerror (errno));
+      return 0;
+    }
+    st->recv_paused = true;
+    return CURL_WRITEFUNC_PAUSE;
+  }
+  st->received += len;
+  if ((size_t) n < len && !keep_pending (st, data + n, len - n))
+    return 0;
+  return len;
+}
+
+/* -v: headers and libcurl's notes on stderr, credentials and cookies
+ * masked: verbose output gets pasted into bug reports.
+ */
+static int
+debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
+          void *opaque)
+{
+  static const char *const secret[] = {
+    "authorization:", "proxy-authorization:", "cookie:", "set-cookie:",
+  };
+  const char *dir;
+  size_t len, i;
+  bool masked;
+
+  switch (type) {
+  case CURLINFO_TEXT: dir = "*"; break;
+  case CURLINFO_HEADER_IN: dir = "<"; break;
+  case CURLINFO_HEADER_OUT: dir = ">"; break;
+  default: return 0;
+  }
+  while (size > 0) {
+    for (len = 0; len < size && data[len] != '\n'; len++)
+      ;
+    masked = false;
+    for (i = 0; i < sizeof secret / sizeof secret[0]; i++) {
+      size_t n = strlen (secret[i]);
+
+      if (len >= n && strncasecmp (data, secret[i], n) == 0) {
+        fprintf (stderr, "%s %.*s ***\n", dir, (int) n, data);
+        masked = true;
+      }
+    }
+    if (!masked && len > 0 && !(len == 1 && data[0] == '\r'))
+      fprintf (stderr, "%s %.*s\n", dir,
+               (int) (data[len - 1] == '\r' ? len - 1 : len), data);
+    if (len < size)
+      len++;
+    data += len;
+    size -= len;
+  }
+  return 0;
+}
+
+static double
+seconds_since (const struct timespec *t)
+{
+  struct timespec now;
+
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - t->tv_sec) + (now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+static void
+show_progress (struct pipe_state *st, bool last)
+{
+  double secs = seconds_since (&st->start);
+
+  if (!st->progress)
+    return;
+  if (!last && seconds_since (&st->last_progress) < 1)
+    return;
+  clock_gettime (CLOCK_MONOTONIC, &st->last_progress);
+  if (secs <= 0)
+    secs = 1e-9;
+  fprintf (stderr, "\rcurlpipe: sent %.1f MiB (%.1f MiB/s), received "
+           "%.1f MiB (%.1f MiB/s)  %s",
+           st->sent / 1048576.0, st->sent / 1048576.0 / secs,
+           st->received / 1048576.0, st->received / 1048576.0 / secs,
+           last ? "\n" : "");
+}
+
+/* Options of the transfer; false after reporting a failure. */
+static bool
+setup (struct pipe_state *st, struct curl_slist **headers)
+{
+  const struct options *opt = st->opt;
+  CURL *e = st->easy;
+  struct curl_slist *h, *u;
+  struct stat sb;
+  off_t pos;
+  CURLcode rc = CURLE_OK;
+
+  /* The user's headers, then "Expect:" unless they gave one: waiting
+   * for 100 Continue would hold every byte for up to a second.
+   */
+  *headers = NULL;
+  for (u = opt->headers; u != NULL; u = u->next) {
+    h = curl_slist_append (*headers, u->data);
+    if (h == NULL)
+      goto nomem;
+    *headers = h;
+  }
+  for (u = opt->headers; u != NULL; u = u->next)
+    if (strncasecmp (u->data, "expect:", 7) == 0)
+      break;
+  if (u == NULL) {
+    h = curl_slist_append (*headers, "Expect:");
+    if (h == NULL)
+      goto nomem;
+    *headers = h;
+  }
+
+#define SET(o, v) \
+  if (rc == CURLE_OK) rc = curl_easy_setopt (e, o, v)
+  SET (CURLOPT_URL, opt->url);
+  SET (CURLOPT_ERRORBUFFER, st->errbuf);
+  SET (CURLOPT_NOSIGNAL, 1L);
+  SET (CURLOPT_UPLOAD, 1L);
+  if (opt->method)
+    SET (CURLOPT_CUSTOMREQUEST, opt->method);
+  SET (CURLOPT_HTTPHEADER, *headers);
+  SET (CURLOPT_READFUNCTION, read_cb);
+  SET (CURLOPT_READDATA, st);
+  SET (CURLOPT_WRITEFUNCTION, write_cb);
+  SET (CURLOPT_WRITEDATA, st);
+  SET (CURLOPT_UPLOAD_BUFFERSIZE, (long) UPLOAD_BUFFER_SIZE);
+  SET (CURLOPT_BUFFERSIZE, (long) DOWNLOAD_BUFFER_SIZE);
+  SET (CURLOPT_PROTOCOLS_STR, "http,https");
+  if (opt->userpwd)
+    SET (CURLOPT_USERPWD, opt->userpwd);
+  if (opt->insecure) {
+    SET (CURLOPT_SSL_VERIFYPEER, 0L);
+    SET (CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  if (opt->cacert)
+    SET (CURLOPT_CAINFO, opt->cacert);
+  if (opt->http_version != CURL_HTTP_VERSION_NONE)
+    SET (CURLOPT_HTTP_VERSION, opt->http_version);
+  if (opt->connect_timeout_ms)
+    SET (CURLOPT_CONNECTTIMEOUT_MS, opt->connect_timeout_ms);
+  if (opt->max_time_ms)
+    SET (CURLOPT_TIMEOUT_MS, opt->max_time_ms);
+  if (opt->unix_socket)
+    SET (CURLOPT_UNIX_SOCKET_PATH, opt->unix_socket);
+  if (opt->verbose) {
+    SET (CURLOPT_VERBOSE, 1L);
+    SET (CURLOPT_DEBUGFUNCTION, debug_cb);
+  }
+  /* A regular file's remaining length is known: Content-Length.
+   * Anything else is sent chunked (HTTP/1.1) as it comes.
+   */
+  if (fstat (st->in_fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
+    pos = lseek (st->in_fd, 0, SEEK_CUR);
+    if (pos >= 0 && pos <= sb.st_size)
+      SET (CURLOPT_INFILESIZE_LARGE, (curl_off_t) (sb.st_size - pos));
+  }
+#undef SET
+  if (rc != CURLE_OK) {
+    fprintf (stderr, "curlpipe: %s: %s\n", opt->url,
+             curl_easy_strerror (rc));
+    return false;
+  }
+  return true;
+
+ nomem:
+  fprintf (stderr, "curlpipe: out of memory\n");
+  return false;
+}
+
+/* Drive the transfer until it ends; returns libcurl's result. */
+static CURLcode
+drive (struct pipe_state *st, CURLM *multi)
+{
+  struct curl_waitfd extra[2];
+  CURLMcode mc;
+  CURLMsg *msg;
+  int running = 1, n, left, timeout;
+  CURLcode result = CURLE_OK;
+
+  while (running) {
+    mc = curl_multi_perform (multi, &running);
+    if (mc != CURLM_OK) {
+      fprintf (stderr, "curlpipe: %s: %s\n", st->opt->url,
+               curl_multi_strerror (mc));
+      return CURLE_FAILED_INIT;
+    }
+    for (msg = curl_multi_info_read (multi, &left); msg != NULL;
+         msg = curl_multi_info_read (multi, &left))
+      if (msg->msg == CURLMSG_DONE)
+        result = msg->data.result;
+    show_progress (st, false);
+    if (!running)
+      break;
+
+    n = 0;
+    if (st->send_paused && !st->in_eof)
+      extra[n++] = (struct curl_waitfd) { .fd = st->in_fd,
+                                          .events = CURL_WAIT_POLLIN };
+    if (st->pending_len > 0)
+      extra[n++] = (struct curl_waitfd) { .fd = st->body_fd,
+                                          .events = CURL_WAIT_POLLOUT };
+    timeout = st->progress ? 1000 : IDLE_POLL_MS;
+    mc = curl_multi_poll (multi, extra, n, timeout, NULL);
+    if (mc != CURLM_OK) {
+      fprintf (stderr, "curlpipe: %s: %s\n", st->opt->url,
+               curl_multi_strerror (mc));
+      return CURLE_FAILED_INIT;
+    }
+
+    /* revents is set for extra descriptors.  Readable, end of file and
+     * error all mean "call read()", which tells which.
+     */
+    for (int i = 0; i < n; i++) {
+      if (extra[i].revents == 0)
+        continue;
+      if (extra[i].fd == st->in_fd && extra[i].events == CURL_WAIT_POLLIN)
+        st->send_paused = false;
+      else {
+        if (!flush_pending (st))
+          return CURLE_WRITE_ERROR;
+        if (st->pending_len == 0)
+          st->recv_paused = false;
+      }
+    }
+    /* The mask is what stays paused; unpausing may call the callbacks
+     * at once, which may pause again.
+     */
+    if (n > 0)
+      curl_easy_pause (st->easy,
+                       (st->send_paused ? CURLPAUSE_SEND : 0) |
+                       (st->recv_paused ? CURLPAUSE_RECV : 0));
+  }
+  return result;
+}
+
+int
+run_transfer (const struct options *opt)
+{
+  struct pipe_state st = {
+    .opt = opt, .in_fd = STDIN_FILENO, .out_fd = STDOUT_FILENO,
+  };
+  struct curl_slist *headers = NULL;
+  CURLM *multi = NULL;
+  CURLcode result;
+  long code = 0;
+  int status = EXIT_TRANSFER;
+  struct pollfd pfd;
+
+  if (fcntl (STDIN_FILENO, F_GETFD) == -1) {
+    fprintf (stderr, "curlpipe: standard input is not open\n");
+    return EXIT_USAGE;
+  }
+  if (opt->output) {
+    st.out_fd = open (opt->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                      0666);
+    if (st.out_fd == -1) {
+      fprintf (stderr, "curlpipe: %s: %s\n", opt->output, strerror (errno));
+      return EXIT_TRANSFER;
+    }
+  }
+  st.body_fd = st.out_fd;
+
+  /* A reader of standard output that went away is an error to report,
+   * not a signal that kills curlpipe mid-message.
+   */
+  signal (SIGPIPE, SIG_IGN);
+  signal (SIGINT, on_signal);
+  signal (SIGTERM, on_signal);
+  signal (SIGHUP, on_signal);
+  make_nonblocking (st.in_fd);
+  make_nonblocking (st.out_fd);
+
+  st.progress = !opt->silent && isatty (STDERR_FILENO);
+  clock_gettime (CLOCK_MONOTONIC, &st.start);
+  st.last_progress = st.start;
+
+  st.easy = curl_easy_init ();
+  multi = curl_multi_init ();
+  if (st.easy == NULL || multi == NULL) {
+    fprintf (stderr, "curlpipe: cannot initialize libcurl\n");
+    goto out;
+  }
+  if (!setup (&st, &headers))
+    goto out;
+  curl_multi_add_handle (multi, st.easy);
+  result = drive (&st, multi);
+  show_progress (&st, true);
+
+  /* What standard output has not taken yet, before the exit. */
+  while (result == CURLE_OK && st.pending_len > 0) {
+    pfd = (struct pollfd) { .fd = st.body_fd, .events = POLLOUT };
+    if (poll (&pfd, 1, -1) == -1 && errno != EINTR)
+      break;
+    if (!flush_pending (&st))
+      result = CURLE_WRITE_ERROR;
+  }
+
+  if (st.in_error[0])
+    fprintf (stderr, "curlpipe: %s: %s\n", opt->url, st.in_error);
+  else if (st.out_error[0])
+    fprintf (stderr, "curlpipe: %s: %s\n", opt->url, st.out_error);
+  else if (result != CURLE_OK)
+    /* The error buffer says more than curl_easy_strerror, when set. */
+    fprintf (stderr, "curlpipe: %s: %s\n", opt->url,
+             st.errbuf[0] ? st.errbuf : curl_easy_strerror (result));
+  else {
+    curl_easy_getinfo (st.easy, CURLINFO_RESPONSE_CODE, &code);
+    if (opt->fail && code >= 400) {
+      fprintf (stderr, "curlpipe: %s: the server answered HTTP %ld\n",
+               opt->url, code);
+      status = EXIT_HTTP;
+    }
+    else
+      status = EXIT_OK;
+  }
+
+ out:
+  if (multi && st.easy)
+    curl_multi_remove_handle (multi, st.easy);
+  curl_easy_cleanup (st.easy);
+  curl_multi_cleanup (multi);
+  curl_slist_free_all (headers);
+  free (st.pending);
+  if (opt->output && st.out_fd >= 0 && close (st.out_fd) == -1 &&
+      status == EXIT_OK) {
+    fprintf (stderr, "curlpipe: %s: %s\n", opt->output, strerror (errno));
+    status = EXIT_TRANSFER;
+  }
+  restore_flags ();
+  return status;
+}
