@@ -21,6 +21,7 @@ abs_srcdir=$(cd "$srcdir" && pwd)
 : "${abs_top_srcdir:=$(cd "$abs_srcdir/.." && pwd)}"
 : "${abs_top_builddir:=$abs_top_srcdir}"
 : "${PLUGIN:=$abs_top_builddir/plugins/curl/.libs/nbdkit-curl-plugin.so}"
+: "${CURLPIPE:=$abs_top_builddir/curlpipe/curlpipe}"
 : "${ASAN_RUNTIME:=}"
 export LC_ALL=C
 
@@ -58,6 +59,17 @@ requires_plugin ()
 {
   [ -f "$PLUGIN" ] || fail "plugin not built: $PLUGIN"
   requires nbdkit
+}
+
+requires_curlpipe ()
+{
+  [ -x "$CURLPIPE" ] || fail "curlpipe not built: $CURLPIPE"
+}
+
+# curlpipe ARGS...: the built curlpipe, bounded in time.
+curlpipe ()
+{
+  timeout "$client_timeout" "$CURLPIPE" "$@"
 }
 
 # The python3 that can `import nbd` (python3-libnbd).  nbdsh runs whatever
@@ -372,8 +384,9 @@ expect_nbdkit_fails ()
 # nginx: HTTP on $port, HTTPS (and HTTP/2) on $tlsport when make_cert ran
 # first, files from $tmp/www, access log $tmp/access.log with one line per
 # request:
-#   CONNECTION METHOD RANGE STATUS BODY_BYTES URI
-# (RANGE is "-" when absent, e.g. "5 GET bytes=0-0 206 1 /disk.img").
+#   CONNECTION METHOD RANGE STATUS BODY_BYTES URI te=TE cl=CL
+# (RANGE is "-" when absent, e.g. "5 GET bytes=0-0 206 1 /disk.img";
+# TE and CL are the request's Transfer-Encoding and Content-Length).
 # /nohead/ serves the same files but refuses HEAD with 403.
 #   start_nginx ['EXTRA SERVER DIRECTIVES']
 # e.g. start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
@@ -399,7 +412,9 @@ error_log $tmp/nginx-error.log;
 events { worker_connections 256; }
 http {
   log_format ranges '\$connection \$request_method \$http_range \$status '
-                    '\$body_bytes_sent \$request_uri';
+                    '\$body_bytes_sent \$request_uri '
+                    'te=\$http_transfer_encoding cl=\$http_content_length';
+  client_max_body_size 0;
   access_log $tmp/access.log ranges;
   client_body_temp_path $tmp/nginx-tmp; proxy_temp_path $tmp/nginx-tmp;
   fastcgi_temp_path $tmp/nginx-tmp; uwsgi_temp_path $tmp/nginx-tmp;
@@ -523,6 +538,30 @@ start_fault_server ()
   done
   [ -s "$tmp/fault.port" ] || fail "fault server did not become ready"
   fault_port=$(cat "$tmp/fault.port")
+}
+
+# ----------------------------------------------------------------------
+# The streaming server (tests/stream-server.c, built by make check) on
+# $stream_port: /echo sends each piece of a request body back as it
+# arrives, /sink checks a byte pattern, /status/NNN answers NNN; one log
+# line per request in $tmp/stream.log.
+start_stream_server ()
+{
+  local server=$abs_top_builddir/tests/stream-server n
+  [ -x "$server" ] || fail "stream-server not built: $server"
+  rm -f "$tmp/stream.port"
+  "$server" --port-file "$tmp/stream.port" --log "$tmp/stream.log" \
+            </dev/null >"$tmp/stream.out" 2>&1 &
+  stream_pid=$!
+  _pids+=("$stream_pid")
+  for ((n = 0; n < ready_tries; n++)); do
+    [ -s "$tmp/stream.port" ] && break
+    _alive "$stream_pid" || { cat "$tmp/stream.out" >&2;
+                              fail "stream-server did not start"; }
+    sleep 0.1
+  done
+  [ -s "$tmp/stream.port" ] || fail "stream-server did not become ready"
+  stream_port=$(cat "$tmp/stream.port")
 }
 
 # ----------------------------------------------------------------------
