@@ -408,7 +408,10 @@ drive (struct pipe_state *st, CURLM *multi)
     if (st->send_paused && !st->in_eof)
       extra[n++] = (struct curl_waitfd) { .fd = st->in_fd,
                                           .events = CURL_WAIT_POLLIN };
-    if (st->pending_len > 0)
+    /* Paused because standard output was full, whether or not part of
+     * a piece is waiting in 'pending'.
+     */
+    if (st->recv_paused || st->pending_len > 0)
       extra[n++] = (struct curl_waitfd) { .fd = st->body_fd,
                                           .events = CURL_WAIT_POLLOUT };
     timeout = st->progress ? 1000 : IDLE_POLL_MS;
