@@ -8,13 +8,15 @@
  * The upload reads standard input only when it is readable, and the
  * download writes standard output only when it takes the bytes, so a
  * byte that arrives on either side moves at once and an idle curlpipe
- * sleeps in curl_multi_poll.  When standard input has nothing, the read
- * callback pauses the upload, and standard input joins the poll as an
- * extra descriptor; its readiness unpauses the upload.  When standard
- * output is full, the write callback keeps what it could not write and
- * pauses the download (libcurl stops reading the socket, so the server
- * is slowed by TCP, not by a buffer that grows), and standard output
- * joins the poll until it drains.
+ * sleeps in poll.  libcurl's sockets join that poll through
+ * CURLMOPT_SOCKETFUNCTION.  When standard input has nothing, the read
+ * callback pauses the upload and standard input joins the poll; its
+ * readiness unpauses the upload.  The answer is gathered in a buffer
+ * while libcurl decodes what one read from the socket brought, and
+ * written after; when standard output does not take it and the buffer
+ * is full, the write callback pauses the download (libcurl stops
+ * reading the socket, so the server is slowed by TCP, not by a buffer
+ * that grows) and standard output joins the poll until it drains.
  *
  * Pipes, sockets and terminals are switched to non-blocking mode (and
  * back at exit) so that neither a read nor a write can stall the loop.
@@ -23,6 +25,7 @@
  * on a timer.
  */
 
+#define _GNU_SOURCE            /* F_SETPIPE_SZ */
 #include <config.h>
 
 #include <errno.h>
@@ -46,6 +49,16 @@
  */
 #define UPLOAD_BUFFER_SIZE (512 * 1024)
 #define DOWNLOAD_BUFFER_SIZE (256 * 1024)
+#define PIPE_SIZE (1024 * 1024)     /* Linux's pipe-max-size default */
+
+/* The answer is gathered while libcurl decodes what one read from the
+ * socket brought, and written to standard output in one write: the
+ * streaming echo sends a 64 KiB block as four chunks, which were four
+ * writes.
+ */
+#define OUT_BUFFER_SIZE (1024 * 1024)
+
+#define MAX_SOCKETS 8               /* one HTTP connection, and spares */
 
 /* Poll timeout when nothing else bounds it: libcurl shortens it for its
  * own timers (--max-time, connect timeout), so this only limits how
@@ -57,14 +70,22 @@ struct pipe_state {
   const struct options *opt;
   CURL *easy;
   int in_fd, out_fd;
+  bool in_stream;               /* standard input is a pipe or socket */
+  bool in_drained;              /* the last read took all there was */
   bool in_eof;
   bool send_paused, recv_paused;
   int body_fd;                  /* out_fd, or 2 for an error body (-f) */
   bool body_started;
 
-  /* What the last write to standard output did not take. */
-  char *pending;
-  size_t pending_len, pending_off, pending_size;
+  /* The answer's bytes not yet written: out[out_off..out_len). */
+  char *out;
+  size_t out_off, out_len, out_size;
+
+  /* libcurl's sockets (CURLMOPT_SOCKETFUNCTION) and timer. */
+  struct { curl_socket_t fd; short events; } socks[MAX_SOCKETS];
+  int nsocks;
+  long timer_ms;                /* -1: none */
+  struct timespec timer_set;
 
   curl_off_t sent, received;
   char in_error[128], out_error[128];
@@ -96,7 +117,11 @@ on_signal (int sig)
 }
 
 /* O_NONBLOCK on a pipe, socket or terminal.  Regular files and devices
- * like /dev/null never block, and are left alone.
+ * like /dev/null never block, and are left alone.  A pipe also gets a
+ * bigger buffer where the system allows it: with Linux's default 64 KiB
+ * each loop turn moved at most 64 KiB, and a 1 GiB upload through a pipe
+ * ran at 550 MiB/s against 930 for curl -T - with its blocking reads;
+ * fewer, bigger reads close most of that gap.
  */
 static void
 make_nonblocking (int fd)
@@ -106,7 +131,9 @@ make_nonblocking (int fd)
 
   if (fstat (fd, &st) == -1)
     return;
-  if (!S_ISFIFO (st.st_mode) && !S_ISSOCK (st.st_mode) && !isatty (fd))
+  if (S_ISFIFO (st.st_mode))
+    fcntl (fd, F_SETPIPE_SZ, PIPE_SIZE);
+  else if (!S_ISSOCK (st.st_mode) && !isatty (fd))
     return;
   flags = fcntl (fd, F_GETFL);
   if (flags == -1 || (flags & O_NONBLOCK))
@@ -123,9 +150,18 @@ read_cb (char *buf, size_t size, size_t nitems, void *opaque)
 
   if (st->in_eof)
     return 0;
+  /* A short read from a pipe or socket means it is empty for now: wait
+   * for it in the poll rather than spend a read() on EAGAIN.
+   */
+  if (st->in_drained) {
+    st->in_drained = false;
+    st->send_paused = true;
+    return CURL_READFUNC_PAUSE;
+  }
   n = read (st->in_fd, buf, size * nitems);
   if (n > 0) {
     st->sent += n;
+    st->in_drained = st->in_stream && (size_t) n < size * nitems;
     return n;
   }
   if (n == 0) {
@@ -141,45 +177,25 @@ read_cb (char *buf, size_t size, size_t nitems, void *opaque)
   return CURL_READFUNC_ABORT;
 }
 
-/* Write what is pending.  Returns false on an error (recorded). */
+/* Write what is buffered.  Returns false on an error (recorded). */
 static bool
-flush_pending (struct pipe_state *st)
+flush_out (struct pipe_state *st)
 {
   ssize_t n;
 
-  while (st->pending_off < st->pending_len) {
-    n = write (st->body_fd, st->pending + st->pending_off,
-               st->pending_len - st->pending_off);
+  while (st->out_off < st->out_len) {
+    n = write (st->body_fd, st->out + st->out_off, st->out_len - st->out_off);
     if (n == -1) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-        return true;
+        break;
       snprintf (st->out_error, sizeof st->out_error,
                 "writing the answer: %s", strerror (errno));
       return false;
     }
-    st->pending_off += n;
+    st->out_off += n;
   }
-  st->pending_len = st->pending_off = 0;
-  return true;
-}
-
-static bool
-keep_pending (struct pipe_state *st, const char *data, size_t len)
-{
-  char *p;
-
-  if (len > st->pending_size) {
-    p = realloc (st->pending, len);
-    if (p == NULL) {
-      snprintf (st->out_error, sizeof st->out_error, "out of memory");
-      return false;
-    }
-    st->pending = p;
-    st->pending_size = len;
-  }
-  memcpy (st->pending, data, len);
-  st->pending_len = len;
-  st->pending_off = 0;
+  if (st->out_off == st->out_len)
+    st->out_off = st->out_len = 0;
   return true;
 }
 
@@ -188,7 +204,6 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
 {
   struct pipe_state *st = opaque;
   size_t len = size * nmemb;
-  ssize_t n;
   long code = 0;
 
   /* With -f an error answer's body is a message for the user. */
@@ -199,24 +214,25 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
       st->body_fd = STDERR_FILENO;
   }
 
-  /* libcurl gives the same bytes again after the pause. */
-  if (st->pending_len > 0) {
-    st->recv_paused = true;
-    return CURL_WRITEFUNC_PAUSE;
-  }
-  n = write (st->body_fd, data, len);
-  if (n == -1) {
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      snprintf (st->out_error, sizeof st->out_error,
-                "writing the answer: %s", strerror (errno));
+  if (len > st->out_size - st->out_len) {
+    if (!flush_out (st))
       return 0;
+    if (st->out_off > 0) {
+      memmove (st->out, st->out + st->out_off, st->out_len - st->out_off);
+      st->out_len -= st->out_off;
+      st->out_off = 0;
     }
-    st->recv_paused = true;
-    return CURL_WRITEFUNC_PAUSE;
+    /* Standard output is not taking it: libcurl keeps the bytes and
+     * gives them again after the pause, and stops reading the socket.
+     */
+    if (len > st->out_size - st->out_len) {
+      st->recv_paused = true;
+      return CURL_WRITEFUNC_PAUSE;
+    }
   }
+  memcpy (st->out + st->out_len, data, len);
+  st->out_len += len;
   st->received += len;
-  if ((size_t) n < len && !keep_pending (st, data + n, len - n))
-    return 0;
   return len;
 }
 
@@ -379,71 +395,132 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   return false;
 }
 
-/* Drive the transfer until it ends; returns libcurl's result. */
+/* CURLMOPT_SOCKETFUNCTION: which sockets libcurl waits on, for what. */
+static int
+socket_cb (CURL *easy, curl_socket_t fd, int what, void *opaque,
+           void *socketp)
+{
+  struct pipe_state *st = opaque;
+  int i;
+
+  for (i = 0; i < st->nsocks && st->socks[i].fd != fd; i++)
+    ;
+  if (what == CURL_POLL_REMOVE) {
+    if (i < st->nsocks)
+      st->socks[i] = st->socks[--st->nsocks];
+    return 0;
+  }
+  if (i == st->nsocks) {
+    if (st->nsocks == MAX_SOCKETS)
+      return -1;
+    st->nsocks++;
+  }
+  st->socks[i].fd = fd;
+  st->socks[i].events = ((what & CURL_POLL_IN) ? POLLIN : 0) |
+    ((what & CURL_POLL_OUT) ? POLLOUT : 0);
+  return 0;
+}
+
+/* CURLMOPT_TIMERFUNCTION: when libcurl next wants to be called. */
+static int
+timer_cb (CURLM *multi, long timeout_ms, void *opaque)
+{
+  struct pipe_state *st = opaque;
+
+  st->timer_ms = timeout_ms;
+  clock_gettime (CLOCK_MONOTONIC, &st->timer_set);
+  return 0;
+}
+
+/* Milliseconds until libcurl's timer, -1 for none. */
+static int
+timer_left (const struct pipe_state *st)
+{
+  double left;
+
+  if (st->timer_ms < 0)
+    return -1;
+  left = st->timer_ms - seconds_since (&st->timer_set) * 1000;
+  return left <= 0 ? 0 : (int) left + 1;
+}
+
+/* Drive the transfer until it ends; returns libcurl's result.
+ *
+ * curl_multi_socket_action with the events poll reported lets libcurl
+ * skip the poll of its own that curl_multi_perform makes on every call
+ * (one system call in four in an echo round trip).
+ */
 static CURLcode
 drive (struct pipe_state *st, CURLM *multi)
 {
-  struct curl_waitfd extra[2];
-  CURLMcode mc;
+  struct pollfd pfd[MAX_SOCKETS + 2];
+  int running = 1, n, i, in_at, out_at, timeout, left, ev, r;
   CURLMsg *msg;
-  int running = 1, n, left, timeout;
   CURLcode result = CURLE_OK;
 
+  curl_multi_socket_action (multi, CURL_SOCKET_TIMEOUT, 0, &running);
   while (running) {
-    mc = curl_multi_perform (multi, &running);
-    if (mc != CURLM_OK) {
-      fprintf (stderr, "curlpipe: %s: %s\n", st->opt->url,
-               curl_multi_strerror (mc));
-      return CURLE_FAILED_INIT;
+    if (!flush_out (st))
+      return CURLE_WRITE_ERROR;
+    show_progress (st, false);
+
+    /* Unpausing may call the callbacks at once, which may pause again. */
+    if (st->recv_paused && st->out_len == 0) {
+      st->recv_paused = false;
+      curl_easy_pause (st->easy, st->send_paused ? CURLPAUSE_SEND
+                       : CURLPAUSE_CONT);
     }
+
+    n = 0;
+    for (i = 0; i < st->nsocks; i++)
+      pfd[n++] = (struct pollfd) { .fd = st->socks[i].fd,
+                                   .events = st->socks[i].events };
+    in_at = out_at = -1;
+    if (st->send_paused && !st->in_eof) {
+      in_at = n;
+      pfd[n++] = (struct pollfd) { .fd = st->in_fd, .events = POLLIN };
+    }
+    if (st->out_len > 0) {
+      out_at = n;
+      pfd[n++] = (struct pollfd) { .fd = st->body_fd, .events = POLLOUT };
+    }
+    timeout = st->progress ? 1000 : IDLE_POLL_MS;
+    left = timer_left (st);
+    if (left >= 0 && left < timeout)
+      timeout = left;
+
+    r = poll (pfd, n, timeout);
+    if (r == -1 && errno != EINTR) {
+      snprintf (st->in_error, sizeof st->in_error, "poll: %s",
+                strerror (errno));
+      return CURLE_READ_ERROR;
+    }
+
+    /* Readable, end of file and error all mean "call read()", which
+     * tells which.
+     */
+    if (in_at >= 0 && pfd[in_at].revents) {
+      st->send_paused = false;
+      curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
+                       : CURLPAUSE_CONT);
+    }
+    for (i = 0; i < n; i++) {
+      if (i == in_at || i == out_at || pfd[i].revents == 0)
+        continue;
+      ev = ((pfd[i].revents & POLLIN) ? CURL_CSELECT_IN : 0) |
+        ((pfd[i].revents & POLLOUT) ? CURL_CSELECT_OUT : 0) |
+        ((pfd[i].revents & (POLLERR | POLLHUP)) ? CURL_CSELECT_ERR : 0);
+      curl_multi_socket_action (multi, pfd[i].fd, ev, &running);
+    }
+    if (timer_left (st) == 0) {
+      st->timer_ms = -1;
+      curl_multi_socket_action (multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
+
     for (msg = curl_multi_info_read (multi, &left); msg != NULL;
          msg = curl_multi_info_read (multi, &left))
       if (msg->msg == CURLMSG_DONE)
         result = msg->data.result;
-    show_progress (st, false);
-    if (!running)
-      break;
-
-    n = 0;
-    if (st->send_paused && !st->in_eof)
-      extra[n++] = (struct curl_waitfd) { .fd = st->in_fd,
-                                          .events = CURL_WAIT_POLLIN };
-    /* Paused because standard output was full, whether or not part of
-     * a piece is waiting in 'pending'.
-     */
-    if (st->recv_paused || st->pending_len > 0)
-      extra[n++] = (struct curl_waitfd) { .fd = st->body_fd,
-                                          .events = CURL_WAIT_POLLOUT };
-    timeout = st->progress ? 1000 : IDLE_POLL_MS;
-    mc = curl_multi_poll (multi, extra, n, timeout, NULL);
-    if (mc != CURLM_OK) {
-      fprintf (stderr, "curlpipe: %s: %s\n", st->opt->url,
-               curl_multi_strerror (mc));
-      return CURLE_FAILED_INIT;
-    }
-
-    /* revents is set for extra descriptors.  Readable, end of file and
-     * error all mean "call read()", which tells which.
-     */
-    for (int i = 0; i < n; i++) {
-      if (extra[i].revents == 0)
-        continue;
-      if (extra[i].fd == st->in_fd && extra[i].events == CURL_WAIT_POLLIN)
-        st->send_paused = false;
-      else {
-        if (!flush_pending (st))
-          return CURLE_WRITE_ERROR;
-        if (st->pending_len == 0)
-          st->recv_paused = false;
-      }
-    }
-    /* The mask is what stays paused; unpausing may call the callbacks
-     * at once, which may pause again.
-     */
-    if (n > 0)
-      curl_easy_pause (st->easy,
-                       (st->send_paused ? CURLPAUSE_SEND : 0) |
-                       (st->recv_paused ? CURLPAUSE_RECV : 0));
   }
   return result;
 }
@@ -460,6 +537,7 @@ run_transfer (const struct options *opt)
   long code = 0;
   int status = EXIT_TRANSFER;
   struct pollfd pfd;
+  struct stat sb;
 
   if (fcntl (STDIN_FILENO, F_GETFD) == -1) {
     fprintf (stderr, "curlpipe: standard input is not open\n");
@@ -484,6 +562,8 @@ run_transfer (const struct options *opt)
   signal (SIGHUP, on_signal);
   make_nonblocking (st.in_fd);
   make_nonblocking (st.out_fd);
+  st.in_stream = fstat (st.in_fd, &sb) == 0 &&
+    (S_ISFIFO (sb.st_mode) || S_ISSOCK (sb.st_mode));
 
   st.progress = !opt->silent && isatty (STDERR_FILENO);
   clock_gettime (CLOCK_MONOTONIC, &st.start);
@@ -495,19 +575,32 @@ run_transfer (const struct options *opt)
     fprintf (stderr, "curlpipe: cannot initialize libcurl\n");
     goto out;
   }
+  st.timer_ms = -1;
+  st.out_size = OUT_BUFFER_SIZE;
+  st.out = malloc (st.out_size);
+  if (st.out == NULL) {
+    fprintf (stderr, "curlpipe: out of memory\n");
+    goto out;
+  }
   if (!setup (&st, &headers))
     goto out;
+  curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+  curl_multi_setopt (multi, CURLMOPT_SOCKETDATA, &st);
+  curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+  curl_multi_setopt (multi, CURLMOPT_TIMERDATA, &st);
   curl_multi_add_handle (multi, st.easy);
   result = drive (&st, multi);
   show_progress (&st, true);
 
   /* What standard output has not taken yet, before the exit. */
-  while (result == CURLE_OK && st.pending_len > 0) {
-    pfd = (struct pollfd) { .fd = st.body_fd, .events = POLLOUT };
-    if (poll (&pfd, 1, -1) == -1 && errno != EINTR)
-      break;
-    if (!flush_pending (&st))
+  while (result == CURLE_OK && st.out_len > 0) {
+    if (!flush_out (&st))
       result = CURLE_WRITE_ERROR;
+    else if (st.out_len > 0) {
+      pfd = (struct pollfd) { .fd = st.body_fd, .events = POLLOUT };
+      if (poll (&pfd, 1, -1) == -1 && errno != EINTR)
+        break;
+    }
   }
 
   if (st.in_error[0])
@@ -535,7 +628,7 @@ run_transfer (const struct options *opt)
   curl_easy_cleanup (st.easy);
   curl_multi_cleanup (multi);
   curl_slist_free_all (headers);
-  free (st.pending);
+  free (st.out);
   if (opt->output && st.out_fd >= 0 && close (st.out_fd) == -1 &&
       status == EXIT_OK) {
     fprintf (stderr, "curlpipe: %s: %s\n", opt->output, strerror (errno));
