@@ -43,6 +43,10 @@ case_ timeout_0 timeout -- "$url" timeout=0
 case_ connections_0 connections 0 -- "$url" connections=0
 case_ connections_257 connections 257 -- "$url" connections=257
 case_ sslverify sslverify maybe -- "$url" sslverify=maybe
+case_ retries_101 retries 101 -- "$url" retries=101
+case_ retry_delay retry-delay -1 -- "$url" retry-delay=-1
+case_ retry_delay_big retry-delay 3601 -- "$url" retry-delay=3601
+case_ pin_object pin-object maybe -- "$url" pin-object=maybe
 # A header that would smuggle another one in; its value (a token) must
 # not be printed.
 case_ header_crlf header "CR or LF" -- "$url" \

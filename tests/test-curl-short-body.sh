@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test-curl-short-body.sh: a server that closes the connection halfway
 # through every 206 body (but answers 1-byte ranges, the size probe,
-# correctly): each such read is an EIO error, never short or padded data,
-# and the plugin recovers: a later read that the server answers in full
-# gives the right byte.
+# correctly): each such read is tried retries=2 more times and is then an
+# EIO error, never short or padded data, and the plugin recovers: a later
+# read that the server answers in full gives the right byte.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -11,7 +11,7 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires_nbdsh
 
-fault_export short-body $((1024 * 1024 + 3))
+fault_export short-body $((1024 * 1024 + 3)) retries=2 retry-delay=0.05
 # One read at a time, and a clean disconnect, so that what is checked is
 # each read's own answer.
 nbdsh -u "$uri" -c '
@@ -36,3 +36,9 @@ h.shutdown()
 stop_nbdkit ro
 sent=$(grep -c ' status=206 ' "$tmp/fault.log" || :)
 [ "$sent" -ge 9 ] || fail "the server answered only $sent ranged GETs"
+# Each truncated range was asked for three times (once and two retries).
+awk '$3 ~ /^range=bytes=/ && $NF != "sent=1" { n[$3]++ }
+     END { for (r in n) if (n[r] != 3) { print r, n[r]; bad++ }
+           exit bad > 0 }' "$tmp/fault.log" >"$tmp/tries.out" ||
+  fail "ranges not tried exactly 3 times: $(cat "$tmp/tries.out")"
+assert_grep_i "$tmp/ro.err" "retries exhausted"

@@ -23,6 +23,9 @@
 struct curl_config cfg = {
   .connections = DEFAULT_CONNECTIONS,
   .timeout = DEFAULT_TIMEOUT,
+  .retries = DEFAULT_RETRIES,
+  .retry_delay_ms = DEFAULT_RETRY_DELAY_MS,
+  .pin_object = true,
   .sslverify = true,
   .followlocation = true,
   .protocols = "http,https,file",
@@ -79,6 +82,25 @@ parse_range (const char *key, const char *value,
   return 0;
 }
 
+/* Seconds with up to three decimals, from 0 to 3600, as milliseconds. */
+static int
+parse_delay (const char *key, const char *value, unsigned *ms)
+{
+  char *end;
+  double d;
+
+  errno = 0;
+  d = strtod (value, &end);
+  if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno != 0 ||
+      !(d >= 0 && d <= 3600)) {
+    nbdkit_error ("%s: invalid value '%s': expected seconds from 0 to 3600",
+                  key, value);
+    return -1;
+  }
+  *ms = (unsigned) (d * 1000 + 0.5);
+  return 0;
+}
+
 /* A header value with CR or LF would let a parameter smuggle a second
  * header or a whole request into the stream.  Messages name the header
  * but never show its value, which may be a token.
@@ -116,6 +138,12 @@ config_set (const char *key, const char *value)
     return parse_range (key, value, 1, MAX_CONNECTIONS, &cfg.connections);
   else if (strcmp (key, "timeout") == 0)
     return parse_range (key, value, 1, 86400, &cfg.timeout);
+  else if (strcmp (key, "retries") == 0)
+    return parse_range (key, value, 0, 100, &cfg.retries);
+  else if (strcmp (key, "retry-delay") == 0)
+    return parse_delay (key, value, &cfg.retry_delay_ms);
+  else if (strcmp (key, "pin-object") == 0)
+    return parse_bool (key, value, &cfg.pin_object);
   else if (strcmp (key, "sslverify") == 0)
     return parse_bool (key, value, &cfg.sslverify);
   else if (strcmp (key, "cainfo") == 0)

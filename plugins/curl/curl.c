@@ -83,6 +83,9 @@ curl_open (int readonly)
     return NULL;
   }
   h->readonly = readonly;
+  /* Our own writes will change the object's validators. */
+  if (!readonly)
+    engine_unpin ();
   return h;
 }
 

@@ -48,6 +48,9 @@ struct curl_config {
   const char *url;
   unsigned connections;         /* size of the handle pool */
   unsigned timeout;             /* seconds: connect and stall limit */
+  unsigned retries;             /* for transient failures */
+  unsigned retry_delay_ms;      /* the first; doubled each time */
+  bool pin_object;              /* send and check the validators */
   bool sslverify;
   const char *cainfo;
   const char *capath;
@@ -68,11 +71,17 @@ extern void config_unload (void);
 
 #define DEFAULT_CONNECTIONS 4
 #define DEFAULT_TIMEOUT 60
+#define DEFAULT_RETRIES 5
+#define DEFAULT_RETRY_DELAY_MS 1000
+#define MAX_RETRY_DELAY_MS 30000    /* backoff and Retry-After cap */
 
 #define CONFIG_HELP \
   "url=<URL>                 (required) The disk image URL.\n"         \
   "connections=<N>           Parallel HTTP connections (default 4).\n" \
   "timeout=<SECS>            Connect and stall timeout (default 60).\n" \
+  "retries=<N>               Retries after a transient error (5).\n"  \
+  "retry-delay=<SECS>        First retry delay, then doubled (1).\n"  \
+  "pin-object=false          Do not pin the object's validators.\n"   \
   "sslverify=false           Do not verify the server's certificate.\n" \
   "cainfo=<FILE>             CA certificates to verify with.\n"        \
   "capath=<DIR>              Directory of CA certificates.\n"          \
@@ -161,6 +170,8 @@ extern int engine_init (void);
 extern void engine_unload (void);
 extern struct conn *engine_conn_new (void);
 extern void engine_conn_free (struct conn *c);
+extern int engine_serving (void);
+extern void engine_unpin (void);
 extern int engine_head (struct object_info *info);
 extern int engine_get_first_byte (struct object_info *info);
 extern int engine_get_spans (struct conn *c, struct span *spans,

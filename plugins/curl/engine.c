@@ -66,6 +66,21 @@ struct conn {
 };
 
 static CURLSH *share;
+
+/* Set once the probe is done: connection failures are retried only
+ * after it, so a wrong URL fails at start-up at once.
+ */
+static bool serving;
+
+/* Object pinning: every GET carries the validator found at start-up
+ * (If-Match with a strong ETag, else If-Unmodified-Since), and every
+ * answer's validator is compared with it, so that bytes of two versions
+ * of an object are never mixed in one disk.  Writes change the object,
+ * so pinning ends when a writable connection opens.
+ */
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool pinned;
+static struct curl_slist *get_headers;   /* cfg.headers + the validator */
 static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
 /* One request and what its answer was. */
@@ -100,6 +115,8 @@ struct xfer {
   struct multipart mp;          /* GET of several spans: the body parser */
   char why[256];                /* why the answer was refused */
   bool not_multi;               /* several spans, but not their parts */
+  bool transient;               /* worth another try */
+  unsigned retry_after_ms;      /* from Retry-After, 0 if none */
 };
 
 static void
@@ -139,6 +156,9 @@ engine_unload (void)
 {
   unsigned i;
 
+  curl_slist_free_all (get_headers);
+  get_headers = NULL;
+  pinned = serving = false;
   if (share != NULL)
     curl_share_cleanup (share);
   share = NULL;
@@ -212,6 +232,61 @@ copy_value (char *dst, size_t dstlen, const char *v)
     dst[0] = '\0';
 }
 
+/* Statuses that say "not now" rather than "no" (RFC 9110 15.5.9,
+ * 15.6; RFC 6585 4 for 429).  501 Not Implemented will not change.
+ */
+static bool
+transient_status (long status)
+{
+  return status == 408 || status == 429 ||
+    (status >= 500 && status <= 599 && status != 501);
+}
+
+/* For an answer that is not what was asked: its reason, and whether
+ * asking again may help.  False (abort) always.
+ */
+static bool
+bad_status (struct xfer *x)
+{
+  if (x->status == 412)
+    snprintf (x->why, sizeof x->why, "the object at the URL changed since "
+              "it was opened (HTTP 412 Precondition Failed)");
+  else {
+    x->transient = transient_status (x->status);
+    snprintf (x->why, sizeof x->why,
+              "the server answered HTTP %ld instead of 206 Partial Content",
+              x->status);
+  }
+  return false;
+}
+
+/* The answer's validators against those pinned at start-up. */
+static bool
+same_object (struct xfer *x)
+{
+  const char *was = NULL, *now = NULL;
+  bool pin;
+
+  {
+    LOCK_FOR_SCOPE (&pin_lock);
+    pin = pinned;
+  }
+  if (!pin)
+    return true;
+  if (object.etag[0] && strncmp (object.etag, "W/", 2) != 0) {
+    if (x->etag[0] && strcmp (x->etag, object.etag) != 0)
+      was = object.etag, now = x->etag;
+  }
+  else if (object.last_modified[0] && x->last_modified[0] &&
+           strcmp (x->last_modified, object.last_modified) != 0)
+    was = object.last_modified, now = x->last_modified;
+  if (was == NULL)
+    return true;
+  snprintf (x->why, sizeof x->why, "the object at the URL changed since it "
+            "was opened: its validator was %.80s, now %.80s", was, now);
+  return false;
+}
+
 /* The answer to a request for several ranges must be 206 with a
  * multipart/byteranges body.  200 (the whole object: S3 and others
  * ignore a multi-range request), a single range covering them (RFC 9110
@@ -222,6 +297,8 @@ copy_value (char *dst, size_t dstlen, const char *v)
 static bool
 multi_headers_end (struct xfer *x)
 {
+  if (x->status == 206 && !same_object (x))
+    return false;
   if (x->status == 206 && !x->has_content_range && x->boundary[0]) {
     multipart_start (&x->mp, x->boundary, x->spans, x->nspans,
                      x->expect_total);
@@ -233,12 +310,9 @@ multi_headers_end (struct xfer *x)
     snprintf (x->why, sizeof x->why, "a request for %u ranges was answered "
               "with HTTP %ld%s", x->nspans, x->status,
               x->status == 206 ? " but not multipart/byteranges" : "");
+    return false;
   }
-  else
-    snprintf (x->why, sizeof x->why,
-              "the server answered HTTP %ld instead of 206 Partial Content",
-              x->status);
-  return false;
+  return bad_status (x);
 }
 
 /* Called at the end of each header block.  Returns false to abort. */
@@ -261,17 +335,16 @@ headers_end (struct xfer *x)
   if (x->nspans > 1)
     return multi_headers_end (x);
 
-  if (x->status != 206) {
-    if (x->status == 200)
-      snprintf (x->why, sizeof x->why,
-                "the server answered HTTP 200 instead of 206 Partial "
-                "Content: it does not support range requests");
-    else
-      snprintf (x->why, sizeof x->why,
-                "the server answered HTTP %ld instead of 206 Partial Content",
-                x->status);
+  if (x->status == 200) {
+    snprintf (x->why, sizeof x->why,
+              "the server answered HTTP 200 instead of 206 Partial "
+              "Content: it does not support range requests");
     return false;
   }
+  if (x->status != 206)
+    return bad_status (x);
+  if (!same_object (x))
+    return false;
   if (!x->has_content_range) {
     snprintf (x->why, sizeof x->why,
               "206 answer without a valid Content-Range");
@@ -345,6 +418,7 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     x->content_length = -1;
     x->has_content_range = x->has_location = x->headers_done = false;
     x->etag[0] = x->last_modified[0] = x->boundary[0] = '\0';
+    x->retry_after_ms = 0;
     return len == 0 ? 0 : size * nmemb;
   }
 
@@ -370,6 +444,13 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   }
   else if (strcasecmp (line, "location") == 0)
     x->has_location = true;
+  else if (strcasecmp (line, "retry-after") == 0) {
+    /* Seconds; an HTTP-date is left to the backoff. */
+    int64_t secs = parse_number (v, NULL);
+    if (secs >= 0)
+      x->retry_after_ms = secs > MAX_RETRY_DELAY_MS / 1000
+        ? MAX_RETRY_DELAY_MS : (unsigned) secs * 1000;
+  }
   else if (strcasecmp (line, "etag") == 0)
     copy_value (x->etag, sizeof x->etag, v);
   else if (strcasecmp (line, "last-modified") == 0)
@@ -589,36 +670,55 @@ range_list (char *dst, size_t size, const struct span *spans, unsigned n)
                      i > 0 ? "," : "", spans[i].first, spans[i].last);
 }
 
-/* Run one request on handle c.  Reports transport errors and refused
- * answers itself, and returns -1; the caller checks the status it needs.
- * -2 (logged for debugging only): a multi-range request whose answer
- * was not the parts asked for, to be asked again one range at a time.
+/* Transport failures that another try may not repeat.  Others (TLS
+ * verification, a refused protocol, our own callbacks' aborts) will.
  */
-static int
-perform_on (struct conn *c, struct xfer *x)
+static bool
+transient_error (CURLcode rc)
 {
-  CURL *e;
+  switch (rc) {
+  case CURLE_COULDNT_RESOLVE_HOST:
+  case CURLE_COULDNT_CONNECT:
+  case CURLE_RECV_ERROR:
+  case CURLE_SEND_ERROR:
+  case CURLE_PARTIAL_FILE:
+  case CURLE_OPERATION_TIMEDOUT:
+  case CURLE_GOT_NOTHING:
+  case CURLE_HTTP2:
+  case CURLE_HTTP2_STREAM:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* One try of the request on handle c: 0, or -1 with x->why set. */
+static int
+attempt (struct conn *c, struct xfer *x)
+{
+  CURL *e = c->easy;
   CURLcode rc;
   char range[MAX_SPANS * 42];
-  char where[80] = "";
   CLEANUP_SLIST struct curl_slist *headers = NULL;
   curl_off_t usecs = 0;
-  int r = 0;
+  bool pin;
 
   x->content_length = x->cr_total = -1;
   x->status = 0;
+  x->done = 0;
+  x->why[0] = '\0';
+  x->transient = x->not_multi = x->headers_done = false;
+  x->retry_after_ms = 0;
   if (x->method == PUT) {
     headers = put_headers (x);
     if (headers == NULL) {
-      errno = ENOMEM;
+      snprintf (x->why, sizeof x->why, "out of memory");
       return -1;
     }
   }
 
   x->conn = c;
-  e = c->easy;
   c->errbuf[0] = '\0';
-
   curl_easy_setopt (e, CURLOPT_HEADERDATA, x);
   curl_easy_setopt (e, CURLOPT_WRITEDATA, x);
   curl_easy_setopt (e, CURLOPT_READDATA, x);
@@ -633,6 +733,12 @@ perform_on (struct conn *c, struct xfer *x)
     range_list (range, sizeof range, x->spans, x->nspans);
     curl_easy_setopt (e, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt (e, CURLOPT_RANGE, range);
+    {
+      LOCK_FOR_SCOPE (&pin_lock);
+      pin = pinned;
+    }
+    if (pin)
+      curl_easy_setopt (e, CURLOPT_HTTPHEADER, get_headers);
     break;
   case PUT:
     curl_easy_setopt (e, CURLOPT_UPLOAD, 1L);
@@ -650,24 +756,59 @@ perform_on (struct conn *c, struct xfer *x)
                   x->nspans, x->status, (int64_t) usecs);
   }
 
-  /* 'headers' is freed when this function returns: the handle goes back
-   * with the user's list, which every other request uses.
+  /* A list set for this request is freed when this function returns:
+   * the handle goes back with the user's list.
    */
-  if (x->method == PUT)
-    curl_easy_setopt (e, CURLOPT_HTTPHEADER, cfg.headers);
+  curl_easy_setopt (e, CURLOPT_HTTPHEADER, cfg.headers);
 
+  if (x->why[0] != '\0')
+    return -1;                  /* refused by a callback, reason set */
+  if (rc != CURLE_OK) {
+    x->transient = transient_error (rc) &&
+      (serving || (rc != CURLE_COULDNT_CONNECT &&
+                   rc != CURLE_COULDNT_RESOLVE_HOST));
+    snprintf (x->why, sizeof x->why, "%.100s%s%.150s", curl_easy_strerror (rc),
+              c->errbuf[0] ? ": " : "", c->errbuf);
+    return -1;
+  }
   /* A body cut short without a transport error (a server that closed
    * a chunked answer early, file:// at end of file) is an error too.
    */
-  if (x->why[0] == '\0' && rc == CURLE_OK && x->method == GET) {
+  if (x->method == GET) {
     if (x->nspans > 1 && !multipart_complete (&x->mp)) {
       x->not_multi = true;
       snprintf (x->why, sizeof x->why, "%s", x->mp.why);
+      return -1;
     }
-    else if (x->nspans == 1 && x->done != x->count)
+    if (x->nspans == 1 && x->done != x->count) {
+      x->transient = true;
       snprintf (x->why, sizeof x->why, "short body: %" PRIu64 " of %"
                 PRIu32 " bytes", x->done, x->count);
+      return -1;
+    }
   }
+  /* HEAD and PUT callers judge the status; a passing one is retried. */
+  else if (transient_status (x->status)) {
+    x->transient = true;
+    snprintf (x->why, sizeof x->why, "the server answered HTTP %ld",
+              x->status);
+    return -1;
+  }
+  return 0;
+}
+
+/* Run one request on handle c, again after transient failures (with
+ * backoff, or the server's Retry-After if longer).  Reports errors
+ * itself and returns -1.  -2 (logged for debugging only): a multi-range
+ * request whose answer was not the parts asked for, to be asked again
+ * one range at a time.
+ */
+static int
+perform_on (struct conn *c, struct xfer *x)
+{
+  char where[80] = "";
+  unsigned try, delay;
+  struct timespec ts;
 
   if (x->method == GET)
     snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64 "%s",
@@ -676,24 +817,35 @@ perform_on (struct conn *c, struct xfer *x)
   else if (x->method == PUT)
     snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64,
               x->offset, x->offset + x->count - 1);
-  if (x->not_multi) {
-    nbdkit_debug ("%s: %s%s: %s: asking for one range per request from "
-                  "now on", x->what, cfg.url, where, x->why);
-    return -2;
+
+  for (try = 0;; try++) {
+    if (attempt (c, x) == 0)
+      return 0;
+    if (x->not_multi) {
+      nbdkit_debug ("%s: %s%s: %s: asking for one range per request from "
+                    "now on", x->what, cfg.url, where, x->why);
+      return -2;
+    }
+    if (!x->transient || try >= cfg.retries)
+      break;
+    delay = cfg.retry_delay_ms;
+    for (unsigned i = 0; i < try && delay < MAX_RETRY_DELAY_MS; i++)
+      delay *= 2;
+    if (x->retry_after_ms > delay)
+      delay = x->retry_after_ms;
+    if (delay > MAX_RETRY_DELAY_MS)
+      delay = MAX_RETRY_DELAY_MS;
+    nbdkit_debug ("%s: %s%s: %s: retry %u of %u in %u ms", x->what, cfg.url,
+                  where, x->why, try + 1, cfg.retries, delay);
+    ts.tv_sec = delay / 1000;
+    ts.tv_nsec = (delay % 1000) * 1000000L;
+    while (nanosleep (&ts, &ts) == -1 && errno == EINTR)
+      ;
   }
-  if (x->why[0] != '\0') {
-    nbdkit_error ("%s: %s%s: %s", x->what, cfg.url, where, x->why);
-    r = -1;
-  }
-  else if (rc != CURLE_OK) {
-    nbdkit_error ("%s: %s%s: %s%s%s", x->what, cfg.url, where,
-                  curl_easy_strerror (rc),
-                  c->errbuf[0] ? ": " : "", c->errbuf);
-    r = -1;
-  }
-  if (r == -1)
-    errno = EIO;
-  return r;
+  nbdkit_error ("%s: %s%s: %s%s", x->what, cfg.url, where, x->why,
+                x->transient ? " (retries exhausted)" : "");
+  errno = EIO;
+  return -1;
 }
 
 /* Run one request on a handle borrowed from the pool. */
@@ -716,6 +868,64 @@ copy_info (struct object_info *info, const struct xfer *x)
   info->status = x->status;
   strcpy (info->etag, x->etag);
   strcpy (info->last_modified, x->last_modified);
+}
+
+/* The probe is done: from now on connection failures are retried, and
+ * reads are pinned to the object the probe found.
+ */
+int
+engine_serving (void)
+{
+  char h[sizeof object.etag + 32];
+  const struct curl_slist *u;
+  struct curl_slist *list = NULL, *n;
+
+  serving = true;
+  if (!cfg.pin_object || cfg.is_file)
+    return 0;
+  /* A weak ETag cannot be used with If-Match (RFC 9110 13.1.1). */
+  if (object.etag[0] && strncmp (object.etag, "W/", 2) != 0)
+    snprintf (h, sizeof h, "If-Match: %s", object.etag);
+  else if (object.last_modified[0])
+    snprintf (h, sizeof h, "If-Unmodified-Since: %s", object.last_modified);
+  else {
+    nbdkit_debug ("%s: no ETag or Last-Modified: the object cannot be "
+                  "pinned", cfg.url);
+    return 0;
+  }
+  for (u = cfg.headers; u != NULL; u = u->next) {
+    n = curl_slist_append (list, u->data);
+    if (n == NULL)
+      goto nomem;
+    list = n;
+  }
+  n = curl_slist_append (list, h);
+  if (n == NULL)
+    goto nomem;
+  LOCK_FOR_SCOPE (&pin_lock);
+  get_headers = n;
+  pinned = true;
+  nbdkit_debug ("%s: reads pinned with %s", cfg.url, h);
+  return 0;
+
+ nomem:
+  nbdkit_error ("curl_slist_append: out of memory");
+  curl_slist_free_all (list);
+  return -1;
+}
+
+/* A writable connection opened: the object will change under our own
+ * writes, so validators no longer identify it.
+ */
+void
+engine_unpin (void)
+{
+  LOCK_FOR_SCOPE (&pin_lock);
+
+  if (pinned)
+    nbdkit_debug ("%s: a writable connection: reads no longer pinned",
+                  cfg.url);
+  pinned = false;
 }
 
 /* HEAD: the status, Content-Length and validators, whatever the status

@@ -47,7 +47,7 @@ probe_object (void)
       return -1;
     }
     object = head;
-    return 0;
+    return engine_serving ();
   }
 
   if (head.status >= 200 && head.status <= 299 && head.size >= 0)
@@ -68,7 +68,7 @@ probe_object (void)
    */
   if (get.size == 0) {
     object = head;
-    return 0;
+    return engine_serving ();
   }
 
   /* Accept-Ranges is only a hint (proxies strip it, and some servers
@@ -88,5 +88,5 @@ probe_object (void)
                 cfg.url, object.size,
                 object.etag[0] ? object.etag : "(none)",
                 object.last_modified[0] ? object.last_modified : "(none)");
-  return 0;
+  return engine_serving ();
 }
