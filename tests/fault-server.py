@@ -17,15 +17,23 @@
 # Standard library only; run with the system /usr/bin/python3.
 
 import argparse
+import base64
+import email.utils
 import http.server
 import os
+import random
 import re
+import socket
+import struct
 import sys
 import threading
+import time
 
 # One lock for the served file: requests run on many threads.
 file_lock = threading.Lock()
 log_lock = threading.Lock()
+count_lock = threading.Lock()
+gets = 0                        # ranged GETs of more than one byte so far
 args = None
 log_file = None
 
@@ -86,6 +94,24 @@ def parse_content_range(value):
     return (int(m.group(1)), int(m.group(2)))
 
 
+class FileBytes:
+    """The served file as a read-only bytes-like object that reads only
+    the slices asked for: a load test makes hundreds of range requests,
+    and reading the whole object for each is what made it slow."""
+
+    def __init__(self, path):
+        self.path = path
+        self.size = os.stat(path).st_size
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, key):
+        start, stop, _ = key.indices(self.size)
+        with open(self.path, "rb") as f:
+            return os.pread(f.fileno(), max(0, stop - start), start)
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     """A correct server: ranges on GET, partial PUT in place."""
 
@@ -125,6 +151,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def answer(self, status, body=b"", headers=(), send_body=True,
                length=None):
         """Send a complete answer, always with Content-Length."""
+        if isinstance(body, FileBytes):
+            body = body[0:len(body)]
         self.send_response(status)
         for k, v in headers:
             self.send_header(k, v)
@@ -151,20 +179,71 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return os.stat(args.file).st_size
 
     def validators(self):
+        """Those of the bytes this request serves (see do_GET)."""
+        if getattr(self, "snapshot", None):
+            return self.snapshot
         st = os.stat(args.file)
         return [("Last-Modified",
                  self.date_time_string(int(st.st_mtime))),
                 ("ETag", '"%x-%x"' % (st.st_size, st.st_mtime_ns))]
 
+    def nth_get(self, start, end):
+        """Count ranged GETs of more than one byte (the size probe asks
+        for one); returns this one's number from 1, or 0 for others."""
+        global gets
+        if end == start:
+            return 0
+        with count_lock:
+            gets += 1
+            return gets
+
+    def precondition_failed(self, vals):
+        """If-Match / If-Unmodified-Since (RFC 9110 13.1.1, 13.1.4)."""
+        etag = dict(vals)["ETag"]
+        im = self.headers.get("If-Match")
+        if im is not None:
+            tags = [t.strip() for t in im.split(",")]
+            return "*" not in tags and etag not in tags
+        ius = self.headers.get("If-Unmodified-Since")
+        if ius is not None:
+            try:
+                since = email.utils.parsedate_to_datetime(ius)
+                lm = email.utils.parsedate_to_datetime(
+                    dict(vals)["Last-Modified"])
+            except (TypeError, ValueError):
+                return False
+            return lm > since
+        return False
+
+    honour_preconditions = True
+    # Modes that change the object read it whole, under the lock, so that
+    # bytes and validators are of one version; the others read only the
+    # bytes they send.
+    read_whole = False
+
     # --- the steps a mode may override -----------------------------------
 
     def do_HEAD(self):
+        self.snapshot = None          # left by an earlier GET
         self.answer(200, headers=[("Accept-Ranges", "bytes")]
                     + self.validators(),
                     send_body=False, length=self.object_size())
 
     def do_GET(self):
-        data = self.object_bytes()
+        # The bytes and their validators from one moment, in case the
+        # object is replaced meanwhile.
+        with file_lock:
+            if self.read_whole:
+                with open(args.file, "rb") as f:
+                    data = f.read()
+            else:
+                data = FileBytes(args.file)
+            self.snapshot = None
+            self.snapshot = self.validators()
+        if self.honour_preconditions and \
+           self.precondition_failed(self.snapshot):
+            self.answer(412, b"precondition failed\n")
+            return
         many = parse_ranges(self.headers.get("Range"), len(data))
         if many is not None:
             self.serve_ranges(data, many)
@@ -331,8 +410,234 @@ class MultipartWrongPart(Handler):
         self.multipart(data, ranges)
 
 
+def reset(handler):
+    """Close the connection with an RST (SO_LINGER 0), not a FIN."""
+    handler.wfile.flush()
+    handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                  struct.pack("ii", 1, 0))
+    handler.close_connection = True
+
+
+def half_answer(handler, data, start, end, then):
+    """206 headers promising the range, half its bytes, then 'then'."""
+    handler.send_response(206)
+    handler.send_header("Content-Range",
+                        "bytes %d-%d/%d" % (start, end, len(data)))
+    handler.send_header("Content-Length", str(end - start + 1))
+    for k, v in handler.validators():
+        handler.send_header(k, v)
+    handler.end_headers()
+    chunk = data[start:end + 1][:(end - start + 1) // 2]
+    handler.wfile.write(chunk)
+    handler.wfile.flush()
+    handler.log_request_line(206, len(chunk))
+    then()
+    handler.close_connection = True
+
+
+class ResetSome(Handler):
+    """Every third ranged GET: half the body, then a connection reset."""
+
+    def serve_range(self, data, start, end):
+        if self.nth_get(start, end) % 3 == 1:
+            half_answer(self, data, start, end, lambda: reset(self))
+        else:
+            super().serve_range(data, start, end)
+
+
+class TruncateSome(Handler):
+    """Every third ranged GET: half the body, then the connection closes."""
+
+    def serve_range(self, data, start, end):
+        if self.nth_get(start, end) % 3 == 1:
+            half_answer(self, data, start, end, lambda: None)
+        else:
+            super().serve_range(data, start, end)
+
+
+class Unavailable503Some(Handler):
+    """Every third ranged GET: 503 Service Unavailable."""
+
+    def serve_range(self, data, start, end):
+        if self.nth_get(start, end) % 3 == 1:
+            self.answer(503, b"busy\n")
+        else:
+            super().serve_range(data, start, end)
+
+
+class TooMany429Some(Handler):
+    """Every fourth ranged GET: 429 Too Many Requests, Retry-After: 1."""
+
+    def serve_range(self, data, start, end):
+        if self.nth_get(start, end) % 4 == 1:
+            self.answer(429, b"slow down\n", headers=[("Retry-After", "1")])
+        else:
+            super().serve_range(data, start, end)
+
+
+class StallSome(Handler):
+    """Every fifth ranged GET: half the body, then nothing for 4 s (run
+    the plugin with timeout=1), then the connection closes."""
+
+    def serve_range(self, data, start, end):
+        if self.nth_get(start, end) % 5 == 1:
+            half_answer(self, data, start, end, lambda: time.sleep(4))
+        else:
+            super().serve_range(data, start, end)
+
+
+class ReplaceAfter(Handler):
+    """The third ranged GET finds the object replaced by other bytes (a
+    new ETag and mtime), so If-Match fails with 412 from then on."""
+
+    read_whole = True
+
+    def do_GET(self):
+        r = parse_range(self.headers.get("Range"), self.object_size())
+        if isinstance(r, tuple) and self.nth_get(r[0], r[1]) == 3:
+            with file_lock:
+                with open(args.file, "r+b") as f:
+                    head = f.read(4096)
+                    f.seek(0)
+                    f.write(bytes(b ^ 0xff for b in head))
+                st = os.stat(args.file)
+                os.utime(args.file, ns=(st.st_atime_ns,
+                                        st.st_mtime_ns + 7 * 10**9))
+        super().do_GET()
+
+
+class ReplaceIgnorePrecondition(ReplaceAfter):
+    """The same, from a server that ignores If-Match: the new bytes come
+    with the new ETag."""
+
+    honour_preconditions = False
+
+
+class UnstableEtag(Handler):
+    """Same bytes, but a different ETag in every answer (servers behind a
+    load balancer that compute ETags per machine), and If-Match ignored."""
+
+    honour_preconditions = False
+
+    def validators(self):
+        with count_lock:
+            self.__class__.serial += 1
+            n = self.__class__.serial
+        return [("ETag", '"machine-%d"' % n)]
+
+    serial = 0
+
+
+class Redirect(Handler):
+    """/disk.img redirects (302) to /real/disk.img, which serves it."""
+
+    def redirect_or(self, serve):
+        if not self.path.startswith("/real/"):
+            self.answer(302, headers=[("Location", "/real" + self.path)])
+        else:
+            serve()
+
+    def do_HEAD(self):
+        self.redirect_or(super().do_HEAD)
+
+    def do_GET(self):
+        self.redirect_or(super().do_GET)
+
+
+class RedirectFile(Handler):
+    """Every request redirects to file:///etc/passwd."""
+
+    def do_HEAD(self):
+        self.answer(302, headers=[("Location", "file:///etc/passwd")])
+
+    do_GET = do_HEAD
+
+
+class Auth(Handler):
+    """401 unless basic credentials alice:secret are sent."""
+
+    def authorized(self):
+        want = "Basic " + base64.b64encode(b"alice:secret").decode()
+        if self.headers.get("Authorization") == want:
+            return True
+        self.answer(401, b"who are you?\n",
+                    headers=[("WWW-Authenticate", 'Basic realm="disk"')])
+        return False
+
+    def do_HEAD(self):
+        if self.authorized():
+            super().do_HEAD()
+
+    def do_GET(self):
+        if self.authorized():
+            super().do_GET()
+
+
+class Flaky(Handler):
+    """About 1% of ranged GETs fail transiently: a 503, a reset or a
+    truncated body, chosen at random (seeded, so runs repeat).  Requests
+    for several ranges get multipart answers, as faulty."""
+
+    rng = random.Random(1)
+
+    def serve_ranges(self, data, ranges):
+        """Multipart answers, faulty as often as single ranges: a 503, or
+        the body cut in the middle by a reset or a close."""
+        n = self.nth_get(0, 1)
+        with count_lock:
+            roll = self.rng.random()
+        if roll >= 0.01:
+            self.multipart(data, ranges)
+        elif n % 3 == 0:
+            self.answer(503, b"busy\n")
+        else:
+            whole = []
+            self.answer = lambda status, body, headers: whole.append(
+                (status, body, headers))
+            self.multipart(data, ranges)
+            del self.answer
+            status, body, headers = whole[0]
+            self.send_response(status)
+            for k, v in headers:
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[:len(body) // 2])
+            self.log_request_line(status, len(body) // 2)
+            if n % 3 == 1:
+                reset(self)
+            self.close_connection = True
+
+    def serve_range(self, data, start, end):
+        n = self.nth_get(start, end)
+        with count_lock:
+            roll = self.rng.random()
+        if n and roll < 0.01:
+            kind = n % 3
+            if kind == 0:
+                self.answer(503, b"busy\n")
+            elif kind == 1:
+                half_answer(self, data, start, end, lambda: reset(self))
+            else:
+                half_answer(self, data, start, end, lambda: None)
+        else:
+            super().serve_range(data, start, end)
+
+
 MODES = {
     "normal": Handler,
+    "reset-some": ResetSome,
+    "truncate-some": TruncateSome,
+    "503-some": Unavailable503Some,
+    "429-some": TooMany429Some,
+    "stall-some": StallSome,
+    "replace-after": ReplaceAfter,
+    "replace-ignore-precondition": ReplaceIgnorePrecondition,
+    "unstable-etag": UnstableEtag,
+    "redirect": Redirect,
+    "redirect-file": RedirectFile,
+    "auth": Auth,
+    "flaky": Flaky,
     "multipart": Multipart,
     "merge-ranges": MergeRanges,
     "multipart-wrong-part": MultipartWrongPart,
