@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# test-curl-verbose-secrets.sh: under -v -D curl.verbose=1 the plugin
+# shows each request's headers but never a password, the Authorization
+# header libcurl builds from it, or a Cookie: those lines say "***".
+# (nbdkit 1.32 itself prints each parameter's value with -v; that line,
+# "config key=...", is nbdkit's, and password=+FILE keeps the secret out
+# of it.)
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")}/functions.sh"
+requires_plugin
+requires nbdinfo
+
+start_nginx
+make_random_file "$tmp/www/disk.img" 65536
+printf 'hunter2' >"$tmp/pw"
+b64=$(printf 'alice:hunter2' | base64)
+
+start_nbdkit ro -r -v -D curl.verbose=1 "$PLUGIN" \
+  "http://127.0.0.1:$port/disk.img" user=alice "password=+$tmp/pw" \
+  "header=Cookie: session=c00kie-value"
+timeout "$client_timeout" nbdinfo --size "$uri" >/dev/null
+stop_nbdkit ro
+
+grep -v 'config key=' "$tmp/ro.err" >"$tmp/plugin.err"
+for secret in hunter2 "$b64" c00kie-value; do
+  if grep -qF -- "$secret" "$tmp/plugin.err"; then
+    grep -F -- "$secret" "$tmp/plugin.err" >&2
+    fail "a secret was printed: $secret"
+  fi
+done
+grep -qF '> Authorization: ***' "$tmp/plugin.err" ||
+  fail "no masked Authorization line: was the request shown at all?"
+grep -qF '> Cookie: ***' "$tmp/plugin.err" || fail "no masked Cookie line"
+grep -qF '< HTTP/1.1 206' "$tmp/plugin.err" || fail "answers not shown"
