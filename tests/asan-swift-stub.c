@@ -2,7 +2,8 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Preloaded beside the ASan runtime into the (uninstrumented) nbdkit.
+ * Preloaded beside the ASan (or TSan) runtime into the uninstrumented
+ * nbdkit; both runtimes look the same symbol up at start-up.
  *
  * A preloaded libasan is initialised last, after libp11-kit, so it
  * initialises lazily on the first malloc, which is inside p11-kit's

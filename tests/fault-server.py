@@ -400,13 +400,15 @@ class MergeRanges(Handler):
 
 
 class MultipartWrongPart(Handler):
-    """A multipart answer whose last part is for the range one byte later
-    than asked (its bytes too): none of its bytes may be used."""
+    """A multipart answer whose last part is for a range one byte off
+    (its bytes too): none of its bytes may be used."""
 
     def serve_ranges(self, data, ranges):
+        # One byte later, or earlier when it ends at the last byte: every
+        # answer is wrong.
         a, b = ranges[-1]
-        if b + 1 < len(data):
-            ranges = ranges[:-1] + [(a + 1, b + 1)]
+        d = 1 if b + 1 < len(data) else -1
+        ranges = ranges[:-1] + [(a + d, b + d)]
         self.multipart(data, ranges)
 
 
