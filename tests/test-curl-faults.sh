@@ -78,7 +78,8 @@ expect_start ()
   shift
   rm -f "$tmp/nbdkit.sock" "$tmp/nbdkit.pid"
   ( exec "${NBDKIT[@]}" -f --exit-with-parent -r -U "$tmp/nbdkit.sock" \
-         -P "$tmp/nbdkit.pid" "$PLUGIN" "$@" ) 2>"$tmp/nbdkit.err" &
+         -P "$tmp/nbdkit.pid" ${verbose:+-v} "$PLUGIN" "$@" ) \
+    2>"$tmp/nbdkit.err" &
   nbdkit_pid=$!
   _pids+=("$nbdkit_pid")
   for ((n = 0; n < ready_tries; n++)); do
@@ -91,7 +92,12 @@ expect_start ()
 
 run reset-some copy "${fast[@]}"
 run truncate-some copy "${fast[@]}"
-run 503-some copy "${fast[@]}"
+verbose=1 run 503-some copy "${fast[@]}"
+# Each retry is a debug message naming the range, the cause and the delay.
+grep -qE 'pread: .*: bytes [0-9]+-[0-9]+: the server answered HTTP 503 .*: retry 1 of 5 in 50 ms' \
+     "$tmp/nbdkit.err" || {
+  echo "BAD: 503-some: no debug message for a retry"; bad=$((bad + 1))
+}
 run 429-some copy "${fast[@]}"
 run stall-some copy "${fast[@]}"
 run redirect copy "${fast[@]}"
