@@ -29,6 +29,10 @@ struct curl_config cfg = {
   .sslverify = true,
   .followlocation = true,
   .protocols = "http,https,file",
+  .http_version = CURL_HTTP_VERSION_1_1,
+  .ssl_version = CURL_SSLVERSION_DEFAULT,
+  .tcp_nodelay = true,
+  .ipresolve = CURL_IPRESOLVE_WHATEVER,
 };
 
 /* The highest connections= accepted.  Each connection is a socket and
@@ -101,6 +105,147 @@ parse_delay (const char *key, const char *value, unsigned *ms)
   return 0;
 }
 
+/* One of a fixed set of words, mapped to a libcurl constant. */
+struct word {
+  const char *name;
+  long value;
+};
+
+static int
+parse_word (const char *key, const char *value, const struct word *words,
+            size_t n, long *out)
+{
+  size_t i;
+  char list[256] = "";
+
+  for (i = 0; i < n; i++) {
+    if (strcmp (value, words[i].name) == 0) {
+      *out = words[i].value;
+      return 0;
+    }
+    snprintf (list + strlen (list), sizeof list - strlen (list), "%s%s",
+              i > 0 ? ", " : "", words[i].name);
+  }
+  nbdkit_error ("%s: invalid value '%s': expected one of %s", key, value,
+                list);
+  return -1;
+}
+
+/* Whether this libcurl has a feature; the message names what lacks it. */
+static int
+need_feature (const char *key, const char *value, int feature,
+              const char *what)
+{
+  curl_version_info_data *v = curl_version_info (CURLVERSION_NOW);
+
+  if (v->features & feature)
+    return 0;
+  nbdkit_error ("%s=%s: this libcurl (%s) was built without %s", key, value,
+                v->version, what);
+  return -1;
+}
+
+static int
+parse_http_version (const char *key, const char *value)
+{
+  static const struct word words[] = {
+    { "none", CURL_HTTP_VERSION_NONE },
+    { "1.0", CURL_HTTP_VERSION_1_0 },
+    { "1.1", CURL_HTTP_VERSION_1_1 },
+    { "2.0", CURL_HTTP_VERSION_2_0 },
+    { "2TLS", CURL_HTTP_VERSION_2TLS },
+    { "2-prior-knowledge", CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE },
+    { "3", CURL_HTTP_VERSION_3 },
+    { "3only", CURL_HTTP_VERSION_3ONLY },
+  };
+
+  if (parse_word (key, value, words, sizeof words / sizeof words[0],
+                  &cfg.http_version) == -1)
+    return -1;
+  if (value[0] == '2')
+    return need_feature (key, value, CURL_VERSION_HTTP2, "HTTP/2");
+  if (value[0] == '3')
+    return need_feature (key, value, CURL_VERSION_HTTP3, "HTTP/3");
+  return 0;
+}
+
+static int
+parse_ssl_version (const char *key, const char *value)
+{
+  static const struct word words[] = {
+    { "default", CURL_SSLVERSION_DEFAULT },
+    { "tlsv1", CURL_SSLVERSION_TLSv1 },
+    { "tlsv1.0", CURL_SSLVERSION_TLSv1_0 },
+    { "tlsv1.1", CURL_SSLVERSION_TLSv1_1 },
+    { "tlsv1.2", CURL_SSLVERSION_TLSv1_2 },
+    { "tlsv1.3", CURL_SSLVERSION_TLSv1_3 },
+  };
+
+  if (strcmp (value, "sslv2") == 0 || strcmp (value, "sslv3") == 0) {
+    nbdkit_error ("%s=%s: SSL 2 and 3 are broken and libcurl no longer "
+                  "speaks them", key, value);
+    return -1;
+  }
+  return parse_word (key, value, words, sizeof words / sizeof words[0],
+                     &cfg.ssl_version);
+}
+
+static int
+parse_ipresolve (const char *key, const char *value)
+{
+  static const struct word words[] = {
+    { "any", CURL_IPRESOLVE_WHATEVER },
+    { "v4", CURL_IPRESOLVE_V4 },
+    { "v6", CURL_IPRESOLVE_V6 },
+  };
+
+  return parse_word (key, value, words, sizeof words / sizeof words[0],
+                     &cfg.ipresolve);
+}
+
+/* HOST:PORT:ADDRESS[,ADDRESS...] (CURLOPT_RESOLVE); a leading '-'
+ * removes an entry and '+' makes it provisional, as in curl.
+ */
+static int
+add_resolve (const char *key, const char *value)
+{
+  struct curl_slist *list;
+  const char *p = value + (value[0] == '+' || value[0] == '-');
+  const char *c1 = strchr (p, ':');
+  const char *c2 = c1 ? strchr (c1 + 1, ':') : NULL;
+
+  if (c1 == NULL || c1 == p || c2 == NULL || c2 == c1 + 1 ||
+      (value[0] != '-' && c2[1] == '\0')) {
+    nbdkit_error ("%s: invalid value '%s': expected HOST:PORT:ADDRESS",
+                  key, value);
+    return -1;
+  }
+  list = curl_slist_append (cfg.resolve, value);
+  if (list == NULL) {
+    nbdkit_error ("%s: curl_slist_append: out of memory", key);
+    return -1;
+  }
+  cfg.resolve = list;
+  return 0;
+}
+
+/* A secret read the way password= is (VALUE, -, +FILE, -FD), which must
+ * fit on one line of a request.
+ */
+static int
+read_secret (const char *key, const char *value, char **out)
+{
+  free (*out);
+  *out = NULL;
+  if (nbdkit_read_password (value, out) == -1)
+    return -1;
+  if (strpbrk (*out, "\r\n") != NULL) {
+    nbdkit_error ("%s: the value must not contain CR or LF", key);
+    return -1;
+  }
+  return 0;
+}
+
 /* A header value with CR or LF would let a parameter smuggle a second
  * header or a whole request into the stream.  Messages name the header
  * but never show its value, which may be a token.
@@ -159,6 +304,46 @@ config_set (const char *key, const char *value)
     cfg.password = NULL;
     return nbdkit_read_password (value, &cfg.password);
   }
+  else if (strcmp (key, "cookie") == 0)
+    return read_secret (key, value, &cfg.cookie);
+  else if (strcmp (key, "cookiefile") == 0)
+    cfg.cookiefile = value;
+  else if (strcmp (key, "cookiejar") == 0)
+    cfg.cookiejar = value;
+  else if (strcmp (key, "proxy") == 0)
+    cfg.proxy = value;
+  else if (strcmp (key, "proxy-user") == 0)
+    cfg.proxy_user = value;
+  else if (strcmp (key, "proxy-password") == 0)
+    return read_secret (key, value, &cfg.proxy_password);
+  else if (strcmp (key, "http-version") == 0)
+    return parse_http_version (key, value);
+  else if (strcmp (key, "ssl-version") == 0)
+    return parse_ssl_version (key, value);
+  else if (strcmp (key, "ssl-cipher-list") == 0)
+    cfg.ssl_cipher_list = value;
+  else if (strcmp (key, "tls13-ciphers") == 0)
+    cfg.tls13_ciphers = value;
+  else if (strcmp (key, "tcp-keepalive") == 0)
+    return parse_bool (key, value, &cfg.tcp_keepalive);
+  else if (strcmp (key, "tcp-nodelay") == 0)
+    return parse_bool (key, value, &cfg.tcp_nodelay);
+  else if (strcmp (key, "unix-socket-path") == 0)
+    cfg.unix_socket_path = value;
+  else if (strcmp (key, "resolve") == 0)
+    return add_resolve (key, value);
+  else if (strcmp (key, "ipresolve") == 0)
+    return parse_ipresolve (key, value);
+  else if (strcmp (key, "header-script") == 0)
+    cfg.header_script = value;
+  else if (strcmp (key, "header-script-renew") == 0)
+    return parse_range (key, value, 0, 86400 * 365, &cfg.header_script_renew);
+  else if (strcmp (key, "cookie-script") == 0)
+    cfg.cookie_script = value;
+  else if (strcmp (key, "cookie-script-renew") == 0)
+    return parse_range (key, value, 0, 86400 * 365, &cfg.cookie_script_renew);
+  else if (strcmp (key, "aws-sigv4") == 0)
+    cfg.aws_sigv4 = value;
   else if (strcmp (key, "followlocation") == 0)
     return parse_bool (key, value, &cfg.followlocation);
   else if (strcmp (key, "protocols") == 0)
@@ -272,6 +457,23 @@ config_complete (void)
   if (cfg.password != NULL && cfg.user == NULL)
     nbdkit_debug ("password given without user: libcurl sends an empty "
                   "user name");
+  if (cfg.header_script_renew && cfg.header_script == NULL) {
+    nbdkit_error ("header-script-renew needs header-script");
+    return -1;
+  }
+  if (cfg.cookie_script_renew && cfg.cookie_script == NULL) {
+    nbdkit_error ("cookie-script-renew needs cookie-script");
+    return -1;
+  }
+  if (cfg.cookie_script && cfg.cookie) {
+    nbdkit_error ("cookie and cookie-script cannot be used together");
+    return -1;
+  }
+  if (cfg.aws_sigv4 && (cfg.user == NULL || cfg.password == NULL)) {
+    nbdkit_error ("aws-sigv4 needs user= (the access key id) and "
+                  "password= (the secret access key)");
+    return -1;
+  }
   return 0;
 }
 
@@ -284,4 +486,10 @@ config_unload (void)
   cfg.password = NULL;
   free (cfg.redir_protocols);
   cfg.redir_protocols = NULL;
+  free (cfg.cookie);
+  cfg.cookie = NULL;
+  free (cfg.proxy_password);
+  cfg.proxy_password = NULL;
+  curl_slist_free_all (cfg.resolve);
+  cfg.resolve = NULL;
 }

@@ -32,6 +32,7 @@
 
 #define NBDKIT_API_VERSION 2
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <nbdkit-plugin.h>
@@ -61,6 +62,7 @@ curl_unload (void)
 {
   pool_unload ();
   engine_unload ();
+  script_unload ();
   config_unload ();
   curl_global_cleanup ();
 }
@@ -68,7 +70,7 @@ curl_unload (void)
 static int
 curl_get_ready (void)
 {
-  if (engine_init () == -1 || pool_init () == -1)
+  if (script_init () == -1 || engine_init () == -1 || pool_init () == -1)
     return -1;
   return probe_object ();
 }
@@ -106,8 +108,30 @@ curl_can_write (void *handle)
 {
   struct handle *h = handle;
 
-  /* libcurl's file:// upload truncates the file: no partial writes. */
-  return !h->readonly && !cfg.is_file;
+  /* libcurl's file:// upload truncates the file, and S3 (aws-sigv4)
+   * has no partial PUT: no partial writes either way.
+   */
+  return !h->readonly && !cfg.is_file && !cfg.aws_sigv4;
+}
+
+/* --dump-plugin: what this libcurl can do, for bug reports and for
+ * choosing http-version= and the TLS options.
+ */
+static void
+curl_dump_plugin (void)
+{
+  curl_version_info_data *v = curl_version_info (CURLVERSION_NOW);
+  const char *const *p;
+
+  printf ("curl_version=%s\n", v->version);
+  printf ("curl_ssl_version=%s\n", v->ssl_version ? v->ssl_version : "");
+  printf ("curl_features=");
+  for (p = v->feature_names; p && *p; p++)
+    printf ("%s%s", p == v->feature_names ? "" : ",", *p);
+  printf ("\ncurl_protocols=");
+  for (p = v->protocols; p && *p; p++)
+    printf ("%s%s", p == v->protocols ? "" : ",", *p);
+  printf ("\n");
 }
 
 static int
@@ -165,6 +189,7 @@ static struct nbdkit_plugin plugin = {
   .config = config_set,
   .config_complete = config_complete,
   .config_help = CONFIG_HELP,
+  .dump_plugin = curl_dump_plugin,
   .magic_config_key = "url",
   .get_ready = curl_get_ready,
   .open = curl_open,

@@ -62,6 +62,20 @@ struct curl_config {
   char *redir_protocols;        /* protocols minus file */
   const char *user_agent;
   bool is_file;                 /* the URL's scheme is file:// */
+  char *cookie;                 /* from nbdkit_read_password */
+  const char *cookiefile, *cookiejar;
+  const char *proxy, *proxy_user;
+  char *proxy_password;         /* from nbdkit_read_password */
+  long http_version;            /* CURL_HTTP_VERSION_* */
+  long ssl_version;             /* CURL_SSLVERSION_* */
+  const char *ssl_cipher_list, *tls13_ciphers;
+  bool tcp_keepalive, tcp_nodelay;
+  const char *unix_socket_path;
+  struct curl_slist *resolve;   /* resolve=, CURLOPT_RESOLVE */
+  long ipresolve;               /* CURL_IPRESOLVE_* */
+  const char *header_script, *cookie_script;
+  unsigned header_script_renew, cookie_script_renew;  /* s, 0 never */
+  const char *aws_sigv4;        /* PROVIDER[:REGION[:SERVICE]] */
 };
 extern struct curl_config cfg;
 
@@ -90,7 +104,28 @@ extern void config_unload (void);
   "password=<PASSWORD>       Password (or -, +FILE, -FD).\n"           \
   "followlocation=false      Do not follow redirects.\n"               \
   "protocols=<LIST>          Allowed schemes (default http,https,file).\n" \
-  "user-agent=<STR>          User-Agent header to send."
+  "user-agent=<STR>          User-Agent header to send.\n"            \
+  "cookie=<COOKIE>           Cookie to send (or -, +FILE, -FD).\n"     \
+  "cookiefile=<FILE>         Read cookies from FILE (\"\" for none).\n" \
+  "cookiejar=<FILE>          Write cookies to FILE at exit.\n"         \
+  "cookie-script=<SCRIPT>    Its output is the cookie.\n"              \
+  "cookie-script-renew=<SECS> Run cookie-script again this often.\n"   \
+  "header-script=<SCRIPT>    Its output lines are request headers.\n"  \
+  "header-script-renew=<SECS> Run header-script again this often.\n"   \
+  "proxy=<PROXY>             Proxy URL.\n"                             \
+  "proxy-user=<USER>         Proxy user name.\n"                       \
+  "proxy-password=<PASSWORD> Proxy password (or -, +FILE, -FD).\n"     \
+  "http-version=<VERSION>    none, 1.0, 1.1 (default), 2.0, 2TLS,\n"   \
+  "                          2-prior-knowledge, 3, 3only.\n"           \
+  "ssl-version=<VERSION>     default, tlsv1, tlsv1.0 ... tlsv1.3.\n"   \
+  "ssl-cipher-list=<LIST>    TLS 1.2 and older cipher list.\n"         \
+  "tls13-ciphers=<LIST>      TLS 1.3 cipher suites.\n"                 \
+  "tcp-keepalive=true        Enable TCP keepalive probes.\n"           \
+  "tcp-nodelay=false         Allow Nagle's algorithm.\n"               \
+  "unix-socket-path=<PATH>   Connect through a Unix socket.\n"         \
+  "resolve=<HOST:PORT:ADDR>  Resolve HOST:PORT to ADDR (repeatable).\n" \
+  "ipresolve=<any|v4|v6>     Which IP versions to use.\n"              \
+  "aws-sigv4=<PROVIDER...>   Sign requests with AWS Signature V4."
 
 /* probe.c: what the object at the URL is, found once at start-up. */
 struct object_info {
@@ -163,6 +198,12 @@ extern void multipart_start (struct multipart *mp, const char *boundary,
 extern bool multipart_feed (struct multipart *mp, const char *data,
                             size_t len);
 extern bool multipart_complete (struct multipart *mp);
+
+/* script.c: header-script and cookie-script. */
+extern int script_init (void);
+extern int script_headers (struct curl_slist **list);
+extern int script_cookie (char **cookie);
+extern void script_unload (void);
 
 /* engine.c: the only file that makes requests. */
 #define MAX_SPANS 32            /* ranges in one request */

@@ -80,7 +80,7 @@ static bool serving;
  */
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool pinned;
-static struct curl_slist *get_headers;   /* cfg.headers + the validator */
+static char pin_header[sizeof object.etag + 32];  /* "If-Match: ..." */
 static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
 /* One request and what its answer was. */
@@ -148,6 +148,10 @@ engine_init (void)
   curl_share_setopt (share, CURLSHOPT_UNLOCKFUNC, share_unlock);
   curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
   curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+  /* One cookie store for all the handles: a Set-Cookie one answer
+   * brings is sent on every connection.
+   */
+  curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE);
   return 0;
 }
 
@@ -156,8 +160,6 @@ engine_unload (void)
 {
   unsigned i;
 
-  curl_slist_free_all (get_headers);
-  get_headers = NULL;
   pinned = serving = false;
   if (share != NULL)
     curl_share_cleanup (share);
@@ -545,12 +547,13 @@ setup_handle (struct conn *c)
   SET (CURLOPT_REDIR_PROTOCOLS_STR, cfg.redir_protocols);
   SET (CURLOPT_FOLLOWLOCATION, cfg.followlocation ? 1L : 0L);
   SET (CURLOPT_MAXREDIRS, 20L);
-  /* HTTP/1.1 even where the server offers HTTP/2 over TLS: each handle
+  /* HTTP/1.1 by default (http-version= changes it), even where the
+   * server offers HTTP/2 over TLS: each handle
    * owns its connection, so multiplexing gains nothing, and libcurl
    * 7.88's HTTP/2 receive path cost a third of the throughput here
    * (bench/run seq-r-h2 against seq-r-https, 1 GiB: 2.73 s vs 1.98 s).
    */
-  SET (CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_1_1);
+  SET (CURLOPT_HTTP_VERSION, cfg.http_version);
   SET (CURLOPT_BUFFERSIZE, (long) RECV_BUFFER_SIZE);
   SET (CURLOPT_CONNECTTIMEOUT, (long) cfg.timeout);
   /* A stall, not a slow but moving transfer, is what timeout= bounds:
@@ -570,6 +573,33 @@ setup_handle (struct conn *c)
     SET (CURLOPT_PASSWORD, cfg.password);
   if (cfg.user_agent)
     SET (CURLOPT_USERAGENT, cfg.user_agent);
+  if (cfg.cookie)
+    SET (CURLOPT_COOKIE, cfg.cookie);
+  if (cfg.cookiefile)
+    SET (CURLOPT_COOKIEFILE, cfg.cookiefile);
+  if (cfg.cookiejar)
+    SET (CURLOPT_COOKIEJAR, cfg.cookiejar);
+  if (cfg.proxy)
+    SET (CURLOPT_PROXY, cfg.proxy);
+  if (cfg.proxy_user)
+    SET (CURLOPT_PROXYUSERNAME, cfg.proxy_user);
+  if (cfg.proxy_password)
+    SET (CURLOPT_PROXYPASSWORD, cfg.proxy_password);
+  if (cfg.ssl_version != CURL_SSLVERSION_DEFAULT)
+    SET (CURLOPT_SSLVERSION, cfg.ssl_version);
+  if (cfg.ssl_cipher_list)
+    SET (CURLOPT_SSL_CIPHER_LIST, cfg.ssl_cipher_list);
+  if (cfg.tls13_ciphers)
+    SET (CURLOPT_TLS13_CIPHERS, cfg.tls13_ciphers);
+  SET (CURLOPT_TCP_KEEPALIVE, cfg.tcp_keepalive ? 1L : 0L);
+  SET (CURLOPT_TCP_NODELAY, cfg.tcp_nodelay ? 1L : 0L);
+  if (cfg.unix_socket_path)
+    SET (CURLOPT_UNIX_SOCKET_PATH, cfg.unix_socket_path);
+  if (cfg.resolve)
+    SET (CURLOPT_RESOLVE, cfg.resolve);
+  SET (CURLOPT_IPRESOLVE, cfg.ipresolve);
+  if (cfg.aws_sigv4)
+    SET (CURLOPT_AWS_SIGV4, cfg.aws_sigv4);
   SET (CURLOPT_HTTPHEADER, cfg.headers);
   SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
   SET (CURLOPT_SOCKOPTDATA, c);
@@ -623,39 +653,70 @@ engine_conn_free (struct conn *c)
   free (c);
 }
 
-/* The header list of a PUT: the user's headers, then Content-Range.
- * RFC 9110 leaves partial PUT to the server; Apache mod_dav and lighttpd
- * take Content-Range on a PUT.  "Expect:" stops libcurl waiting for
- * 100 Continue, a round trip per write.
+/* The SHA-256 of an empty body: what AWS Signature V4 wants in
+ * x-amz-content-sha256 for GET and HEAD (S3-compatible servers such as
+ * s3rver refuse requests without it; libcurl 7.88 does not add it).
  */
-static struct curl_slist *
-put_headers (const struct xfer *x)
+#define EMPTY_SHA256 \
+  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+static bool
+append (struct curl_slist **list, const char *h)
 {
-  struct curl_slist *list = NULL, *h;
+  struct curl_slist *n = curl_slist_append (*list, h);
+
+  if (n == NULL)
+    return false;
+  *list = n;
+  return true;
+}
+
+/* The headers of one request, in a list of its own (libcurl does not
+ * copy it, and header-script may replace its part meanwhile): the
+ * user's, header-script's, then what the request itself needs.
+ *
+ * A PUT carries Content-Range.  RFC 9110 leaves partial PUT to the
+ * server; Apache mod_dav and lighttpd take it.  "Expect:" stops libcurl
+ * waiting for 100 Continue, a round trip per write.
+ */
+static int
+request_headers (const struct xfer *x, struct curl_slist **list)
+{
   const struct curl_slist *u;
   char range[80];
+  bool pin, has_sha = false;
 
-  snprintf (range, sizeof range, "Content-Range: bytes %" PRIu64
-            "-%" PRIu64 "/*", x->offset, x->offset + x->count - 1);
+  *list = NULL;
   for (u = cfg.headers; u != NULL; u = u->next) {
-    h = curl_slist_append (list, u->data);
-    if (h == NULL)
+    if (!append (list, u->data))
       goto nomem;
-    list = h;
+    if (strncasecmp (u->data, "x-amz-content-sha256:", 21) == 0)
+      has_sha = true;
   }
-  h = curl_slist_append (list, range);
-  if (h == NULL)
+  if (script_headers (list) == -1)
+    return -1;
+  if (x->method == GET) {
+    LOCK_FOR_SCOPE (&pin_lock);
+    pin = pinned;
+    if (pin && !append (list, pin_header))
+      goto nomem;
+  }
+  if (x->method == PUT) {
+    snprintf (range, sizeof range, "Content-Range: bytes %" PRIu64
+              "-%" PRIu64 "/*", x->offset, x->offset + x->count - 1);
+    if (!append (list, range) || !append (list, "Expect:"))
+      goto nomem;
+  }
+  if (cfg.aws_sigv4 && !has_sha &&
+      !append (list, x->method == PUT
+               ? "x-amz-content-sha256: UNSIGNED-PAYLOAD"
+               : "x-amz-content-sha256: " EMPTY_SHA256))
     goto nomem;
-  list = h;
-  h = curl_slist_append (list, "Expect:");
-  if (h == NULL)
-    goto nomem;
-  return h;
+  return 0;
 
  nomem:
-  nbdkit_error ("pwrite: curl_slist_append: out of memory");
-  curl_slist_free_all (list);
-  return NULL;
+  nbdkit_error ("%s: curl_slist_append: out of memory", x->what);
+  return -1;
 }
 
 /* "A-B" or "A-B,C-D,...": the Range header's value without "bytes=". */
@@ -700,8 +761,8 @@ attempt (struct conn *c, struct xfer *x)
   CURLcode rc;
   char range[MAX_SPANS * 42];
   CLEANUP_SLIST struct curl_slist *headers = NULL;
+  CLEANUP_FREE char *cookie = NULL;
   curl_off_t usecs = 0;
-  bool pin;
 
   x->content_length = x->cr_total = -1;
   x->status = 0;
@@ -709,12 +770,9 @@ attempt (struct conn *c, struct xfer *x)
   x->why[0] = '\0';
   x->transient = x->not_multi = x->headers_done = false;
   x->retry_after_ms = 0;
-  if (x->method == PUT) {
-    headers = put_headers (x);
-    if (headers == NULL) {
-      snprintf (x->why, sizeof x->why, "out of memory");
-      return -1;
-    }
+  if (request_headers (x, &headers) == -1 || script_cookie (&cookie) == -1) {
+    snprintf (x->why, sizeof x->why, "could not make the request's headers");
+    return -1;
   }
 
   x->conn = c;
@@ -733,20 +791,17 @@ attempt (struct conn *c, struct xfer *x)
     range_list (range, sizeof range, x->spans, x->nspans);
     curl_easy_setopt (e, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt (e, CURLOPT_RANGE, range);
-    {
-      LOCK_FOR_SCOPE (&pin_lock);
-      pin = pinned;
-    }
-    if (pin)
-      curl_easy_setopt (e, CURLOPT_HTTPHEADER, get_headers);
     break;
   case PUT:
     curl_easy_setopt (e, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt (e, CURLOPT_RANGE, NULL);
     curl_easy_setopt (e, CURLOPT_INFILESIZE_LARGE, (curl_off_t) x->count);
-    curl_easy_setopt (e, CURLOPT_HTTPHEADER, headers);
     break;
   }
+  curl_easy_setopt (e, CURLOPT_HTTPHEADER, headers);
+  /* libcurl copies the string; cookie-script may change it. */
+  if (cookie)
+    curl_easy_setopt (e, CURLOPT_COOKIE, cookie);
 
   rc = curl_easy_perform (e);
   if (curl_debug_times) {
@@ -876,42 +931,24 @@ copy_info (struct object_info *info, const struct xfer *x)
 int
 engine_serving (void)
 {
-  char h[sizeof object.etag + 32];
-  const struct curl_slist *u;
-  struct curl_slist *list = NULL, *n;
-
   serving = true;
   if (!cfg.pin_object || cfg.is_file)
     return 0;
+  LOCK_FOR_SCOPE (&pin_lock);
   /* A weak ETag cannot be used with If-Match (RFC 9110 13.1.1). */
   if (object.etag[0] && strncmp (object.etag, "W/", 2) != 0)
-    snprintf (h, sizeof h, "If-Match: %s", object.etag);
+    snprintf (pin_header, sizeof pin_header, "If-Match: %s", object.etag);
   else if (object.last_modified[0])
-    snprintf (h, sizeof h, "If-Unmodified-Since: %s", object.last_modified);
+    snprintf (pin_header, sizeof pin_header, "If-Unmodified-Since: %s",
+              object.last_modified);
   else {
     nbdkit_debug ("%s: no ETag or Last-Modified: the object cannot be "
                   "pinned", cfg.url);
     return 0;
   }
-  for (u = cfg.headers; u != NULL; u = u->next) {
-    n = curl_slist_append (list, u->data);
-    if (n == NULL)
-      goto nomem;
-    list = n;
-  }
-  n = curl_slist_append (list, h);
-  if (n == NULL)
-    goto nomem;
-  LOCK_FOR_SCOPE (&pin_lock);
-  get_headers = n;
   pinned = true;
-  nbdkit_debug ("%s: reads pinned with %s", cfg.url, h);
+  nbdkit_debug ("%s: reads pinned with %s", cfg.url, pin_header);
   return 0;
-
- nomem:
-  nbdkit_error ("curl_slist_append: out of memory");
-  curl_slist_free_all (list);
-  return -1;
 }
 
 /* A writable connection opened: the object will change under our own

@@ -1,0 +1,296 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * header-script and cookie-script: shell scripts whose output becomes
+ * request headers (one per line) or the cookie, for tokens that expire.
+ *
+ * Each runs once before the first request (in .get_ready, so a failing
+ * script stops nbdkit at start-up), and again when a request finds its
+ * output older than the -renew interval.  That request's thread runs
+ * the script while every other request goes on with the previous
+ * output; the new output replaces the old under a lock only once it is
+ * complete, and requests copy what they use under the same lock, so no
+ * request ever sees half of one set and half of another.  No thread of
+ * the plugin's own is needed, which keeps nbdkit's fork safe.
+ *
+ * The script runs with /bin/sh -c, with $url and $iteration (1 for the
+ * first run) in its environment; it must exit 0.
+ */
+
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+
+extern char **environ;
+
+/* Output beyond this is a script gone wrong, not a header set. */
+#define MAX_OUTPUT (64 * 1024)
+
+struct script {
+  const char *what;             /* "header-script", for messages */
+  const char **script;          /* &cfg.header_script: set after load */
+  unsigned *renew;
+  char *output;                 /* the last complete output, or NULL */
+  unsigned iteration;
+  struct timespec ran;          /* when output was made */
+  bool running;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct script headers = {
+  .what = "header-script", .script = &cfg.header_script,
+  .renew = &cfg.header_script_renew,
+};
+static struct script cookie = {
+  .what = "cookie-script", .script = &cfg.cookie_script,
+  .renew = &cfg.cookie_script_renew,
+};
+
+/* Run the script; its standard output in *out.  Reports errors. */
+static int
+run (struct script *s, unsigned iteration, char **out)
+{
+  CLEANUP_FREE char *url_env = NULL;
+  CLEANUP_FREE char *iter_env = NULL;
+  CLEANUP_FREE char **envp = NULL;
+  char *argv[] = { (char *) "sh", (char *) "-c", (char *) *s->script, NULL };
+  posix_spawn_file_actions_t fa;
+  char *buf = NULL;
+  size_t n = 0, len = 0;
+  int fds[2], status, err, r = -1;
+  ssize_t got;
+  pid_t pid;
+
+  /* The environment, made before the spawn: $url and $iteration. */
+  for (n = 0; environ[n] != NULL; n++)
+    ;
+  envp = calloc (n + 3, sizeof envp[0]);
+  if (envp == NULL ||
+      asprintf (&url_env, "url=%s", cfg.url) == -1 ||
+      asprintf (&iter_env, "iteration=%u", iteration) == -1) {
+    nbdkit_error ("%s: out of memory", s->what);
+    return -1;
+  }
+  for (n = 0, len = 0; environ[n] != NULL; n++)
+    if (strncmp (environ[n], "url=", 4) != 0 &&
+        strncmp (environ[n], "iteration=", 10) != 0)
+      envp[len++] = environ[n];
+  envp[len++] = url_env;
+  envp[len++] = iter_env;
+  envp[len] = NULL;
+
+  if (pipe2 (fds, O_CLOEXEC) == -1) {
+    nbdkit_error ("%s: pipe: %m", s->what);
+    return -1;
+  }
+  posix_spawn_file_actions_init (&fa);
+  posix_spawn_file_actions_adddup2 (&fa, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen (&fa, STDIN_FILENO, "/dev/null",
+                                    O_RDONLY, 0);
+  err = posix_spawn (&pid, "/bin/sh", &fa, NULL, argv, envp);
+  posix_spawn_file_actions_destroy (&fa);
+  close (fds[1]);
+  if (err != 0) {
+    close (fds[0]);
+    nbdkit_error ("%s: cannot run /bin/sh: %s", s->what, strerror (err));
+    return -1;
+  }
+
+  /* Read it all (the script's stderr goes to nbdkit's). */
+  len = 0;
+  buf = malloc (MAX_OUTPUT + 1);
+  while (buf != NULL && len < MAX_OUTPUT) {
+    got = read (fds[0], buf + len, MAX_OUTPUT - len);
+    if (got == -1 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      break;
+    len += got;
+  }
+  close (fds[0]);
+  while (waitpid (pid, &status, 0) == -1 && errno == EINTR)
+    ;
+
+  if (buf == NULL)
+    nbdkit_error ("%s: out of memory", s->what);
+  else if (len >= MAX_OUTPUT)
+    nbdkit_error ("%s: more than %d bytes of output", s->what, MAX_OUTPUT);
+  else if (WIFEXITED (status) && WEXITSTATUS (status) != 0)
+    nbdkit_error ("%s: %s: exited with status %d", s->what, *s->script,
+                  WEXITSTATUS (status));
+  else if (!WIFEXITED (status))
+    nbdkit_error ("%s: %s: killed by signal %d", s->what, *s->script,
+                  WTERMSIG (status));
+  else {
+    buf[len] = '\0';
+    *out = buf;
+    buf = NULL;
+    r = 0;
+  }
+  free (buf);
+  return r;
+}
+
+/* Check the output as the thing it is.  Values are never printed: they
+ * are tokens.
+ */
+static int
+check_output (struct script *s, char *out)
+{
+  char *line, *end;
+  unsigned n = 0;
+
+  if (s == &cookie) {
+    out[strcspn (out, "\n")] = '\0';          /* the first line */
+    if (strchr (out, '\r') != NULL || out[0] == '\0') {
+      nbdkit_error ("%s: the cookie must be one non-empty line", s->what);
+      return -1;
+    }
+    return 0;
+  }
+  for (line = out; *line; line = end) {
+    end = line + strcspn (line, "\n");
+    n++;
+    if (end > line && end[-1] == '\r')
+      end[-1] = '\n';        /* an empty line, skipped */
+    if (end > line && strchr (line, ':') == NULL) {
+      nbdkit_error ("%s: output line %u is not a 'Name: value' header",
+                    s->what, n);
+      return -1;
+    }
+    if (*end)
+      end++;
+  }
+  return 0;
+}
+
+static double
+age (const struct timespec *t)
+{
+  struct timespec now;
+
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - t->tv_sec) + (now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+/* Run the script if it has no output yet or its output is due for
+ * renewal and no other thread is running it.
+ */
+static int
+refresh (struct script *s)
+{
+  char *out = NULL;
+  unsigned iteration;
+  int r;
+
+  {
+    LOCK_FOR_SCOPE (&lock);
+    if (s->running ||
+        (s->output != NULL && (*s->renew == 0 || age (&s->ran) < *s->renew)))
+      return 0;
+    s->running = true;
+    iteration = ++s->iteration;
+  }
+  r = run (s, iteration, &out);
+  if (r == 0)
+    r = check_output (s, out);
+  if (r == 0)
+    nbdkit_debug ("%s: run %u done", s->what, iteration);
+
+  LOCK_FOR_SCOPE (&lock);
+  s->running = false;
+  if (r == 0) {
+    free (s->output);
+    s->output = out;
+    clock_gettime (CLOCK_MONOTONIC, &s->ran);
+  }
+  else
+    free (out);
+  return r;
+}
+
+int
+script_init (void)
+{
+  if (cfg.header_script && refresh (&headers) == -1)
+    return -1;
+  if (cfg.cookie_script && refresh (&cookie) == -1)
+    return -1;
+  return 0;
+}
+
+/* Append the current headers to *list.  A renewal that fails is an
+ * error for the request that ran it (the token may have expired).
+ */
+int
+script_headers (struct curl_slist **list)
+{
+  const char *line, *end;
+  struct curl_slist *n;
+  char *copy;
+
+  if (cfg.header_script == NULL)
+    return 0;
+  if (refresh (&headers) == -1)
+    return -1;
+  LOCK_FOR_SCOPE (&lock);
+  if (headers.output == NULL)
+    return -1;                  /* the first run failed and said why */
+  for (line = headers.output; *line; line = end + (*end != '\0')) {
+    end = line + strcspn (line, "\n");
+    if (end == line)
+      continue;
+    copy = strndup (line, end - line);
+    n = copy ? curl_slist_append (*list, copy) : NULL;
+    free (copy);
+    if (n == NULL) {
+      nbdkit_error ("%s: out of memory", headers.what);
+      return -1;
+    }
+    *list = n;
+  }
+  return 0;
+}
+
+/* The current cookie, or NULL without cookie-script; -1 on errors. */
+int
+script_cookie (char **out)
+{
+  *out = NULL;
+  if (cfg.cookie_script == NULL)
+    return 0;
+  if (refresh (&cookie) == -1)
+    return -1;
+  LOCK_FOR_SCOPE (&lock);
+  if (cookie.output == NULL)
+    return -1;
+  *out = strdup (cookie.output);
+  if (*out == NULL) {
+    nbdkit_error ("%s: out of memory", cookie.what);
+    return -1;
+  }
+  return 0;
+}
+
+void
+script_unload (void)
+{
+  free (headers.output);
+  headers.output = NULL;
+  free (cookie.output);
+  cookie.output = NULL;
+  headers.iteration = cookie.iteration = 0;
+}
