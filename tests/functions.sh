@@ -426,6 +426,10 @@ http {
                     '\$body_bytes_sent \$request_uri '
                     'te=\$http_transfer_encoding cl=\$http_content_length';
   client_max_body_size 0;
+  # For tests that look at request headers: access_log DIR/headers.log hdrs;
+  log_format hdrs '\$request_method \$server_protocol \$host \$status '
+                  'cookie="\$http_cookie" token="\$http_x_token" '
+                  'check="\$http_x_token_check"';
   access_log $tmp/access.log ranges;
   client_body_temp_path $tmp/nginx-tmp; proxy_temp_path $tmp/nginx-tmp;
   fastcgi_temp_path $tmp/nginx-tmp; uwsgi_temp_path $tmp/nginx-tmp;

@@ -214,7 +214,7 @@ extern void engine_conn_free (struct conn *c);
 extern int engine_serving (void);
 extern void engine_unpin (void);
 extern int engine_head (struct object_info *info);
-extern int engine_get_first_byte (struct object_info *info);
+extern int engine_get_byte (struct object_info *info, uint64_t offset);
 extern int engine_get_spans (struct conn *c, struct span *spans,
                              unsigned nspans);
 extern int engine_pwrite (const void *buf, uint32_t count, uint64_t offset);

@@ -980,19 +980,21 @@ engine_head (struct object_info *info)
   return 0;
 }
 
-/* GET bytes 0-0: the proof that ranges work, and the size from the
- * Content-Range total when HEAD could not give it.
+/* GET of one byte at offset: the proof that ranges work, and the size
+ * from the Content-Range total when HEAD could not give it.
  */
 int
-engine_get_first_byte (struct object_info *info)
+engine_get_byte (struct object_info *info, uint64_t offset)
 {
   char byte;
-  struct read_req req = { .count = 1, .buf = &byte };
+  struct read_req req = { .offset = offset, .count = 1, .buf = &byte };
   struct read_req *reqs[1] = { &req };
-  struct span span = { .first = 0, .last = 0, .reqs = reqs, .nreqs = 1 };
+  struct span span = {
+    .first = offset, .last = offset, .reqs = reqs, .nreqs = 1,
+  };
   struct xfer x = {
-    .method = GET, .what = "GET", .count = 1, .spans = &span, .nspans = 1,
-    .expect_total = info->size,
+    .method = GET, .what = "GET", .offset = offset, .count = 1,
+    .spans = &span, .nspans = 1, .expect_total = info->size,
   };
 
   if (perform (&x) == -1)

@@ -72,12 +72,14 @@ probe_object (void)
   }
 
   /* Accept-Ranges is only a hint (proxies strip it, and some servers
-   * send it and then answer 200): a 206 is the proof.
+   * send it and then answer 200): a 206 is the proof.  The last byte
+   * when the size is known, since s3rver answers "bytes=0-0" with the
+   * whole object (it takes an end of 0 for none); else the first.
    */
-  if (engine_get_first_byte (&get) == -1)
+  if (engine_get_byte (&get, get.size > 0 ? get.size - 1 : 0) == -1)
     return -1;
   if (get.size < 0) {
-    nbdkit_error ("GET %s: bytes 0-0: the answer does not give the "
+    nbdkit_error ("GET %s: one byte: the answer does not give the "
                   "object's size (Content-Range total is '*')", cfg.url);
     return -1;
   }

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# test-curl-cookies-headers.sh: what cookie=, cookiefile= and header=
+# say reaches nginx on every request (nginx logs the request headers),
+# and cookie=+FILE reads the cookie from a file.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")}/functions.sh"
+requires_plugin
+requires nbdcopy
+
+start_nginx 'access_log DIR/headers.log hdrs;'
+make_random_file "$tmp/www/disk.img" $((2 * 1024 * 1024 + 5))
+url=http://127.0.0.1:$port/disk.img
+
+# copy_with NAME ARGS...: a whole copy with these plugin parameters; the
+# request lines nginx logged for it in $tmp/NAME.log.
+copy_with ()
+{
+  local name=$1
+  shift
+  : >"$tmp/headers.log"
+  start_nbdkit "$name" -r "$PLUGIN" "$url" "$@"
+  timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+  stop_nbdkit "$name"
+  assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+  cp "$tmp/headers.log" "$tmp/$name.log"
+}
+
+# every LOG WORD: every GET line of LOG has WORD.
+every ()
+{
+  local n bad
+  n=$(grep -c '^GET ' "$1" || :)
+  bad=$(grep '^GET ' "$1" | grep -cvF -- "$2" || :)
+  [ "$n" -ge 2 ] && [ "$bad" -eq 0 ] || {
+    cat "$1" >&2
+    fail "$(basename "$1"): $bad of $n GETs without $2"
+  }
+}
+
+printf 'session=s3cret-cookie\n' >"$tmp/cookie"
+copy_with plain "cookie=+$tmp/cookie" "header=X-Token: abc"
+every "$tmp/plain.log" 'cookie="session=s3cret-cookie"'
+every "$tmp/plain.log" 'token="abc"'
+
+# A Netscape cookie file: domain, subdomains, path, secure, expiry,
+# name, value.
+printf '127.0.0.1\tFALSE\t/\tFALSE\t0\tfromfile\tyes\n' >"$tmp/jar-in"
+copy_with file "cookiefile=$tmp/jar-in"
+every "$tmp/file.log" 'cookie="fromfile=yes"'

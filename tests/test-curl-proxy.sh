@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# test-curl-proxy.sh: proxy= sends every request through a real forward
+# proxy (tinyproxy), whose log shows them; with proxy authentication,
+# proxy-user= and proxy-password=+FILE get through, and without them the
+# plugin stops at start-up with the proxy's 407.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")}/functions.sh"
+requires_plugin
+requires nbdcopy
+requires tinyproxy
+
+start_nginx
+make_random_file "$tmp/www/disk.img" $((3 * 1024 * 1024 + 11))
+url=http://127.0.0.1:$port/disk.img
+
+# start_tinyproxy NAME [EXTRA CONFIG LINE]: on $proxy_port, log
+# $tmp/NAME.log.
+start_tinyproxy ()
+{
+  local name=$1 n
+  proxy_port=$(free_port)
+  : >"$tmp/$name.log"
+  chmod 666 "$tmp/$name.log"
+  cat >"$tmp/$name.conf" <<EOF2
+Port $proxy_port
+Listen 127.0.0.1
+Timeout 60
+LogFile "$tmp/$name.log"
+LogLevel Info
+MaxClients 50
+Allow 127.0.0.1
+${2:-}
+EOF2
+  tinyproxy -d -c "$tmp/$name.conf" >"$tmp/$name.out" 2>&1 &
+  proxy_pid=$!
+  _pids+=("$proxy_pid")
+  for ((n = 0; n < ready_tries; n++)); do
+    curl -s -o /dev/null -x "http://127.0.0.1:$proxy_port" \
+         "http://127.0.0.1:$port/__ready" && return 0
+    sleep 0.1
+  done
+  cat "$tmp/$name.out" >&2
+  fail "tinyproxy did not start"
+}
+
+# proxied LOG: how many GETs of the image the proxy forwarded.
+proxied ()
+{
+  grep -c "Request .*: GET http://127.0.0.1:$port/disk.img " "$1" || :
+}
+
+start_tinyproxy open
+start_nbdkit open -r "$PLUGIN" "$url" "proxy=http://127.0.0.1:$proxy_port"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+stop_nbdkit open
+assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+n=$(proxied "$tmp/open.log")
+[ "$n" -ge 4 ] || { cat "$tmp/open.log" >&2; fail "only $n GETs went through the proxy"; }
+stop_pid "$proxy_pid"
+
+start_tinyproxy auth "BasicAuth alice pr0xy"
+printf 'pr0xy' >"$tmp/proxy-pw"
+rm -f "$tmp/out.img"
+start_nbdkit auth -r "$PLUGIN" "$url" "proxy=http://127.0.0.1:$proxy_port" \
+  proxy-user=alice "proxy-password=+$tmp/proxy-pw"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+stop_nbdkit auth
+assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+n=$(proxied "$tmp/auth.log")
+[ "$n" -ge 4 ] || fail "only $n GETs went through the authenticating proxy"
+
+expect_nbdkit_fails noauth -r "$PLUGIN" "$url" \
+  "proxy=http://127.0.0.1:$proxy_port"
+assert_grep_i "$tmp/noauth.err" "407"
