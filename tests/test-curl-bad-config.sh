@@ -47,6 +47,20 @@ case_ retries_101 retries 101 -- "$url" retries=101
 case_ retry_delay retry-delay -1 -- "$url" retry-delay=-1
 case_ retry_delay_big retry-delay 3601 -- "$url" retry-delay=3601
 case_ pin_object pin-object maybe -- "$url" pin-object=maybe
+case_ http3 http-version "without HTTP/3" -- "$url" http-version=3
+case_ http4 http-version 4 "one of" -- "$url" http-version=4
+case_ sslv3 ssl-version sslv3 -- "$url" ssl-version=sslv3
+case_ tls9 ssl-version tlsv9 "one of" -- "$url" ssl-version=tlsv9
+case_ ipresolve ipresolve v5 -- "$url" ipresolve=v5
+case_ resolve resolve HOST:PORT:ADDRESS -- "$url" resolve=nocolons
+case_ tcp_keepalive tcp-keepalive maybe -- "$url" tcp-keepalive=maybe
+case_ renew_alone header-script-renew "needs header-script" -- "$url" \
+  header-script-renew=5
+case_ cookie_twice cookie-script "together" -- "$url" cookie=a=1 \
+  'cookie-script=echo a=2'
+case_ sigv4_nokey aws-sigv4 "user=" -- "$url" aws-sigv4=aws:amz:x:s3
+printf 'a=1\r\nX-Evil: 1' >"$tmp/two-lines"
+case_ cookie_crlf cookie "CR or LF" -- "$url" "cookie=+$tmp/two-lines"
 # A header that would smuggle another one in; its value (a token) must
 # not be printed.
 case_ header_crlf header "CR or LF" -- "$url" \
