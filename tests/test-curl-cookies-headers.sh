@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test-curl-cookies-headers.sh: what cookie=, cookiefile= and header=
-# say reaches nginx on every request (nginx logs the request headers),
-# and cookie=+FILE reads the cookie from a file.
+# say reaches nginx on every request (nginx logs the request headers);
+# cookie= is read from a file (+FILE) or a descriptor (-FD); with the
+# cookie engine on, a cookie nginx sets is sent back on later requests
+# and written to cookiejar= at exit.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -9,7 +11,8 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires nbdcopy
 
-start_nginx 'access_log DIR/headers.log hdrs;'
+start_nginx 'access_log DIR/headers.log hdrs;
+    location /set/ { alias DIR/www/; add_header Set-Cookie "srv=from-nginx"; }'
 make_random_file "$tmp/www/disk.img" $((2 * 1024 * 1024 + 5))
 url=http://127.0.0.1:$port/disk.img
 
@@ -49,3 +52,17 @@ every "$tmp/plain.log" 'token="abc"'
 printf '127.0.0.1\tFALSE\t/\tFALSE\t0\tfromfile\tyes\n' >"$tmp/jar-in"
 copy_with file "cookiefile=$tmp/jar-in"
 every "$tmp/file.log" 'cookie="fromfile=yes"'
+
+exec 3<"$tmp/cookie"
+copy_with fd "cookie=-3"
+exec 3<&-
+every "$tmp/fd.log" 'cookie="session=s3cret-cookie"'
+
+# nginx sets a cookie on every answer under /set/: after the first
+# answer, every request carries it, and the jar has it at exit.
+url=http://127.0.0.1:$port/set/disk.img
+copy_with jar cookiefile= "cookiejar=$tmp/jar-out"
+n=$(grep -c '^GET .*cookie="srv=from-nginx"' "$tmp/jar.log" || :)
+[ "$n" -ge 2 ] || { cat "$tmp/jar.log" >&2; fail "the set cookie was not sent back"; }
+grep -qP '\tsrv\tfrom-nginx$' "$tmp/jar-out" ||
+  fail "cookiejar: no srv cookie in $(cat "$tmp/jar-out")"
