@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# test-curl-tls-options.sh: http-version=2.0 speaks HTTP/2 to nginx over
-# TLS (nginx logs the protocol) with a byte-exact copy, and the default
-# stays HTTP/1.1; TLS settings the server refuses stop nbdkit at start-up
+# test-curl-tls-options.sh: http-version=2.0 and none speak HTTP/2 to
+# nginx over TLS, 1.0 HTTP/1.0 (nginx logs the protocol), each with a
+# byte-exact copy, and the default stays HTTP/1.1; TLS settings the server refuses stop nbdkit at start-up
 # with libcurl's reason: ssl-version=tlsv1.3 against a TLS 1.2 server,
 # and a TLS 1.2 cipher list the server does not offer.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -18,17 +18,21 @@ start_nginx 'access_log DIR/headers.log hdrs;
 make_random_file "$tmp/www/disk.img" $((2 * 1024 * 1024 + 9))
 url=https://127.0.0.1:$tlsport/disk.img
 
-for v in 2.0 default; do
+# none: libcurl's choice, HTTP/2 by ALPN where nginx offers it.
+for v in 2.0 none 1.0 default; do
   args=("cainfo=$tmp/cert.pem")
   [ "$v" = default ] || args+=("http-version=$v")
   rm -f "$tmp/out.img"
   : >"$tmp/headers.log"
-  start_nbdkit "h${v%.*}" -r "$PLUGIN" "$url" "${args[@]}"
+  start_nbdkit "h${v//./_}" -r "$PLUGIN" "$url" "${args[@]}"
   timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
-  stop_nbdkit "h${v%.*}"
+  stop_nbdkit "h${v//./_}"
   assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
-  want=HTTP/2.0
-  [ "$v" = 2.0 ] || want=HTTP/1.1
+  case $v in
+    2.0|none) want=HTTP/2.0 ;;
+    1.0) want=HTTP/1.0 ;;
+    *) want=HTTP/1.1 ;;
+  esac
   n=$(grep -c "^GET $want " "$tmp/headers.log" || :)
   other=$(grep '^GET ' "$tmp/headers.log" | grep -vc "^GET $want " || :)
   [ "$n" -ge 2 ] && [ "$other" -eq 0 ] || {
