@@ -72,3 +72,19 @@ h.shutdown()
 ' || fail "the read after a failed renewal did not fail"
 stop_nbdkit later
 assert_grep_i "$tmp/later.err" "header-script" "exited with status 4"
+
+# A script that never finishes is killed after timeout= seconds, even
+# with a background process holding its output open.
+start=$SECONDS
+expect_nbdkit_fails hang -r "$PLUGIN" "$url" timeout=2 \
+  'header-script=sleep 60 & echo "X-Token: tok-1"; wait'
+assert_grep_i "$tmp/hang.err" "header-script" "did not finish within 2"
+[ $((SECONDS - start)) -lt 15 ] || fail "the hanging script took too long"
+
+# Output that is not headers, or a CR inside a line.
+expect_nbdkit_fails garbage -r "$PLUGIN" "$url" \
+  'header-script=printf "garbage\nX-Token: tok-1\n"'
+assert_grep_i "$tmp/garbage.err" "line 1 is not a 'Name: value' header"
+expect_nbdkit_fails cr -r "$PLUGIN" "$url" \
+  'header-script=printf "X-Token: tok-1\rX-Evil: 1\n"'
+assert_grep_i "$tmp/cr.err" "carriage return"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test-curl-proxy.sh: proxy= sends every request through a real forward
-# proxy (tinyproxy), whose log shows them; with proxy authentication,
+# proxy (tinyproxy), whose log shows them, for http and (with CONNECT)
+# https URLs; with proxy authentication,
 # proxy-user= and proxy-password=+FILE get through, and without them the
 # plugin stops at start-up with the proxy's 407.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -11,6 +12,7 @@ requires_plugin
 requires nbdcopy
 requires tinyproxy
 
+make_cert
 start_nginx
 make_random_file "$tmp/www/disk.img" $((3 * 1024 * 1024 + 11))
 url=http://127.0.0.1:$port/disk.img
@@ -58,6 +60,17 @@ stop_nbdkit open
 assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
 n=$(proxied "$tmp/open.log")
 [ "$n" -ge 4 ] || { cat "$tmp/open.log" >&2; fail "only $n GETs went through the proxy"; }
+
+# An https URL through the proxy (CONNECT): the proxy's "200 Connection
+# established" is not the answer to check.
+rm -f "$tmp/out.img"
+start_nbdkit tls -r "$PLUGIN" "https://127.0.0.1:$tlsport/disk.img" \
+  "cainfo=$tmp/cert.pem" "proxy=http://127.0.0.1:$proxy_port"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+stop_nbdkit tls
+assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+grep -q "CONNECT 127.0.0.1:$tlsport" "$tmp/open.log" ||
+  fail "the https copy did not go through the proxy"
 stop_pid "$proxy_pid"
 
 start_tinyproxy auth "BasicAuth alice pr0xy"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test-curl-verbose-secrets.sh: under -v -D curl.verbose=1 the plugin
 # shows each request's headers but never a password, the Authorization
-# header libcurl builds from it, or a Cookie: those lines say "***".
+# header libcurl builds from it, a Cookie, or a header= value (any name
+# may carry a token): those lines say "***"; Range and the like show.
 # (nbdkit 1.32 itself prints each parameter's value with -v; that line,
 # "config key=...", is nbdkit's, and password=+FILE keeps the secret out
 # of it.)
@@ -19,12 +20,12 @@ b64=$(printf 'alice:hunter2' | base64)
 
 start_nbdkit ro -r -v -D curl.verbose=1 "$PLUGIN" \
   "http://127.0.0.1:$port/disk.img" user=alice "password=+$tmp/pw" \
-  "header=Cookie: session=c00kie-value"
+  "header=Cookie: session=c00kie-value" "header=X-Auth-Token: t0ken-value"
 timeout "$client_timeout" nbdinfo --size "$uri" >/dev/null
 stop_nbdkit ro
 
 grep -v 'config key=' "$tmp/ro.err" >"$tmp/plugin.err"
-for secret in hunter2 "$b64" c00kie-value; do
+for secret in hunter2 "$b64" c00kie-value t0ken-value; do
   if grep -qF -- "$secret" "$tmp/plugin.err"; then
     grep -F -- "$secret" "$tmp/plugin.err" >&2
     fail "a secret was printed: $secret"
@@ -33,4 +34,7 @@ done
 grep -qF '> Authorization: ***' "$tmp/plugin.err" ||
   fail "no masked Authorization line: was the request shown at all?"
 grep -qF '> Cookie: ***' "$tmp/plugin.err" || fail "no masked Cookie line"
+grep -qF '> X-Auth-Token: ***' "$tmp/plugin.err" ||
+  fail "no masked X-Auth-Token line"
+grep -qF '> Range: bytes=' "$tmp/plugin.err" || fail "Range not shown"
 grep -qF '< HTTP/1.1 206' "$tmp/plugin.err" || fail "answers not shown"

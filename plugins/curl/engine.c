@@ -116,6 +116,7 @@ struct xfer {
   char why[256];                /* why the answer was refused */
   bool not_multi;               /* several spans, but not their parts */
   bool transient;               /* worth another try */
+  bool reported;                /* the error was reported where it arose */
   unsigned retry_after_ms;      /* from Retry-After, 0 if none */
 };
 
@@ -168,20 +169,28 @@ engine_unload (void)
     pthread_mutex_destroy (&share_locks[i]);
 }
 
-/* -D curl.verbose=1 output.  Credentials and cookies are replaced by
- * asterisks: debug logs get pasted into bug reports.
+/* -D curl.verbose=1 output.  Debug logs get pasted into bug reports, so
+ * of the request's headers only those known to carry no secret are shown
+ * with their values (header= and header-script may carry tokens of any
+ * name); of the answer's, Set-Cookie is masked; and libcurl's notes about
+ * the cookies it stores, which quote their values, are left out.
  */
 static bool
-is_secret_header (const char *line, size_t len)
+is_shown_header (curl_infotype type, const char *line, size_t len)
 {
-  static const char *const names[] = {
-    "authorization:", "proxy-authorization:", "cookie:", "set-cookie:",
+  static const char *const safe_out[] = {
+    "host:", "range:", "accept:", "user-agent:", "content-range:",
+    "content-length:", "expect:", "if-match:", "if-unmodified-since:",
+    "x-amz-date:", "x-amz-content-sha256:", "transfer-encoding:",
+    "connection:",
   };
   size_t i, n;
 
-  for (i = 0; i < sizeof names / sizeof names[0]; i++) {
-    n = strlen (names[i]);
-    if (len >= n && strncasecmp (line, names[i], n) == 0)
+  if (type == CURLINFO_HEADER_IN)
+    return !(len >= 11 && strncasecmp (line, "set-cookie:", 11) == 0);
+  for (i = 0; i < sizeof safe_out / sizeof safe_out[0]; i++) {
+    n = strlen (safe_out[i]);
+    if (len >= n && strncasecmp (line, safe_out[i], n) == 0)
       return true;
   }
   return false;
@@ -208,7 +217,13 @@ debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
     while (len < size && data[len] != '\n')
       len++;
     colon = memchr (data, ':', len);
-    if (colon != NULL && is_secret_header (data, len))
+    if (type == CURLINFO_TEXT &&
+        (strncmp (data, "Added cookie", 12) == 0 ||
+         strncmp (data, "Replaced cookie", 15) == 0 ||
+         strncmp (data, "Skipped cookie", 14) == 0))
+      nbdkit_debug ("%s (a cookie note, not shown)", dir);
+    else if (type != CURLINFO_TEXT && colon != NULL &&
+             !is_shown_header (type, data, len))
       nbdkit_debug ("%s %.*s: ***", dir, (int) (colon - data), data);
     else if (len > 0 && !(len == 1 && data[0] == '\r'))
       nbdkit_debug ("%s %.*s", dir,
@@ -546,6 +561,10 @@ setup_handle (struct conn *c)
   SET (CURLOPT_PROTOCOLS_STR, cfg.protocols);
   SET (CURLOPT_REDIR_PROTOCOLS_STR, cfg.redir_protocols);
   SET (CURLOPT_FOLLOWLOCATION, cfg.followlocation ? 1L : 0L);
+  /* Through a proxy, an https URL's answer is preceded by the proxy's
+   * "200 Connection established": not the answer to check.
+   */
+  SET (CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
   SET (CURLOPT_MAXREDIRS, 20L);
   /* HTTP/1.1 by default (http-version= changes it), even where the
    * server offers HTTP/2 over TLS: each handle
@@ -768,10 +787,11 @@ attempt (struct conn *c, struct xfer *x)
   x->status = 0;
   x->done = 0;
   x->why[0] = '\0';
-  x->transient = x->not_multi = x->headers_done = false;
+  x->transient = x->not_multi = x->headers_done = x->reported = false;
   x->retry_after_ms = 0;
+  /* These report their own errors. */
   if (request_headers (x, &headers) == -1 || script_cookie (&cookie) == -1) {
-    snprintf (x->why, sizeof x->why, "could not make the request's headers");
+    x->reported = true;
     return -1;
   }
 
@@ -897,8 +917,9 @@ perform_on (struct conn *c, struct xfer *x)
     while (nanosleep (&ts, &ts) == -1 && errno == EINTR)
       ;
   }
-  nbdkit_error ("%s: %s%s: %s%s", x->what, cfg.url, where, x->why,
-                x->transient ? " (retries exhausted)" : "");
+  if (!x->reported)
+    nbdkit_error ("%s: %s%s: %s%s", x->what, cfg.url, where, x->why,
+                  x->transient ? " (retries exhausted)" : "");
   errno = EIO;
   return -1;
 }
@@ -910,8 +931,10 @@ perform (struct xfer *x)
   struct conn *c = pool_get ();
   int r;
 
-  if (c == NULL)
+  if (c == NULL) {
+    errno = EIO;                /* engine_conn_new reported why */
     return -1;
+  }
   r = perform_on (c, x);
   pool_put (c);
   return r;

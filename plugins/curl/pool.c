@@ -156,19 +156,25 @@ unqueue_locked (struct read_req *r)
   }
 }
 
-/* Take reads from the head of the queue for one request. */
+/* The leader's own read first (so that it never stays queued, where a
+ * wake-up meant for the queue's head would reach a thread that is not
+ * waiting), then reads from the head of the queue.
+ */
 static unsigned
-take_batch_locked (struct read_req **batch)
+take_batch_locked (struct read_req *me, struct read_req **batch)
 {
   unsigned n = 0, max = curl_debug_batch;
-  uint64_t bytes = 0;
+  uint64_t bytes = me->count;
 
   if (max < 1)
     max = 1;
   if (max > MAX_BATCH)
     max = MAX_BATCH;
+  unqueue_locked (me);
+  me->state = REQ_RUNNING;
+  batch[n++] = me;
   while (pool.head != NULL && n < max &&
-         (n == 0 || bytes + pool.head->count <= MAX_BATCH_BYTES)) {
+         bytes + pool.head->count <= MAX_BATCH_BYTES) {
     struct read_req *r = pool.head;
 
     pool.head = r->next;
@@ -301,7 +307,7 @@ pool_pread (void *buf, uint32_t count, uint64_t offset)
       me.failed = true;
       break;
     }
-    n = take_batch_locked (batch);
+    n = take_batch_locked (&me, batch);
     wake_leader_locked ();      /* more queued and another handle idle */
     pthread_mutex_unlock (&pool.lock);
 

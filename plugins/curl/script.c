@@ -15,13 +15,18 @@
  * the plugin's own is needed, which keeps nbdkit's fork safe.
  *
  * The script runs with /bin/sh -c, with $url and $iteration (1 for the
- * first run) in its environment; it must exit 0.
+ * first run) in its environment, default signal handling, and none of
+ * nbdkit's descriptors but its standard ones (libcurl's sockets are not
+ * close-on-exec, and a background process of the script would keep the
+ * connections open); it must exit 0 within timeout= seconds.
  */
 
 #include <config.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +64,15 @@ static struct script cookie = {
   .renew = &cfg.cookie_script_renew,
 };
 
+static double
+age (const struct timespec *t)
+{
+  struct timespec now;
+
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - t->tv_sec) + (now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
 /* Run the script; its standard output in *out.  Reports errors. */
 static int
 run (struct script *s, unsigned iteration, char **out)
@@ -68,9 +82,14 @@ run (struct script *s, unsigned iteration, char **out)
   CLEANUP_FREE char **envp = NULL;
   char *argv[] = { (char *) "sh", (char *) "-c", (char *) *s->script, NULL };
   posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  sigset_t none, all;
   char *buf = NULL;
   size_t n = 0, len = 0;
-  int fds[2], status, err, r = -1;
+  int fds[2], status = 0, err, r = -1, left_ms;
+  bool timed_out = false;
+  struct timespec start;
+  struct pollfd pfd;
   ssize_t got;
   pid_t pid;
 
@@ -100,7 +119,16 @@ run (struct script *s, unsigned iteration, char **out)
   posix_spawn_file_actions_adddup2 (&fa, fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_addopen (&fa, STDIN_FILENO, "/dev/null",
                                     O_RDONLY, 0);
-  err = posix_spawn (&pid, "/bin/sh", &fa, NULL, argv, envp);
+  posix_spawn_file_actions_addclosefrom_np (&fa, STDERR_FILENO + 1);
+  sigemptyset (&none);
+  sigfillset (&all);
+  posix_spawnattr_init (&attr);
+  posix_spawnattr_setsigmask (&attr, &none);
+  posix_spawnattr_setsigdefault (&attr, &all);
+  posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK |
+                            POSIX_SPAWN_SETSIGDEF);
+  err = posix_spawn (&pid, "/bin/sh", &fa, &attr, argv, envp);
+  posix_spawnattr_destroy (&attr);
   posix_spawn_file_actions_destroy (&fa);
   close (fds[1]);
   if (err != 0) {
@@ -109,23 +137,39 @@ run (struct script *s, unsigned iteration, char **out)
     return -1;
   }
 
-  /* Read it all (the script's stderr goes to nbdkit's). */
+  /* Read it all (the script's stderr goes to nbdkit's), for at most
+   * timeout= seconds.
+   */
   len = 0;
   buf = malloc (MAX_OUTPUT + 1);
+  clock_gettime (CLOCK_MONOTONIC, &start);
   while (buf != NULL && len < MAX_OUTPUT) {
+    left_ms = (int) (cfg.timeout * 1000 - age (&start) * 1000);
+    if (left_ms <= 0) {
+      timed_out = true;
+      break;
+    }
+    pfd = (struct pollfd) { .fd = fds[0], .events = POLLIN };
+    if (poll (&pfd, 1, left_ms) <= 0)
+      continue;                 /* EINTR, or the time check ends it */
     got = read (fds[0], buf + len, MAX_OUTPUT - len);
-    if (got == -1 && errno == EINTR)
+    if (got == -1 && (errno == EINTR || errno == EAGAIN))
       continue;
     if (got <= 0)
       break;
     len += got;
   }
   close (fds[0]);
+  if (timed_out || buf == NULL || len >= MAX_OUTPUT)
+    kill (pid, SIGKILL);
   while (waitpid (pid, &status, 0) == -1 && errno == EINTR)
     ;
 
   if (buf == NULL)
     nbdkit_error ("%s: out of memory", s->what);
+  else if (timed_out)
+    nbdkit_error ("%s: %s: did not finish within %u seconds (timeout=)",
+                  s->what, *s->script, cfg.timeout);
   else if (len >= MAX_OUTPUT)
     nbdkit_error ("%s: more than %d bytes of output", s->what, MAX_OUTPUT);
   else if (WIFEXITED (status) && WEXITSTATUS (status) != 0)
@@ -155,6 +199,9 @@ check_output (struct script *s, char *out)
 
   if (s == &cookie) {
     out[strcspn (out, "\n")] = '\0';          /* the first line */
+    n = strlen (out);
+    if (n > 0 && out[n - 1] == '\r')
+      out[n - 1] = '\0';
     if (strchr (out, '\r') != NULL || out[0] == '\0') {
       nbdkit_error ("%s: the cookie must be one non-empty line", s->what);
       return -1;
@@ -166,8 +213,14 @@ check_output (struct script *s, char *out)
     n++;
     if (end > line && end[-1] == '\r')
       end[-1] = '\n';        /* an empty line, skipped */
-    if (end > line && strchr (line, ':') == NULL) {
+    if (end > line && memchr (line, ':', end - line) == NULL) {
       nbdkit_error ("%s: output line %u is not a 'Name: value' header",
+                    s->what, n);
+      return -1;
+    }
+    /* A CR inside a line would end the header early on the wire. */
+    if (memchr (line, '\r', end - line) != NULL) {
+      nbdkit_error ("%s: output line %u has a carriage return in it",
                     s->what, n);
       return -1;
     }
@@ -175,15 +228,6 @@ check_output (struct script *s, char *out)
       end++;
   }
   return 0;
-}
-
-static double
-age (const struct timespec *t)
-{
-  struct timespec now;
-
-  clock_gettime (CLOCK_MONOTONIC, &now);
-  return (now.tv_sec - t->tv_sec) + (now.tv_nsec - t->tv_nsec) / 1e9;
 }
 
 /* Run the script if it has no output yet or its output is due for
