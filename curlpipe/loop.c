@@ -72,6 +72,8 @@ struct pipe_state {
   int in_fd, out_fd;
   bool in_stream;               /* standard input is a pipe or socket */
   bool in_drained;              /* the last read took all there was */
+  bool in_blocking;             /* not O_NONBLOCK (a terminal, a file) */
+  bool error_unpaused;          /* see drive */
   bool in_eof;
   bool send_paused, recv_paused;
   int body_fd;                  /* out_fd, or 2 for an error body (-f) */
@@ -116,8 +118,42 @@ on_signal (int sig)
   raise (sig);
 }
 
-/* O_NONBLOCK on a pipe, socket or terminal.  Regular files and devices
- * like /dev/null never block, and are left alone.  A pipe also gets a
+/* Ctrl-Z and friends: the shell gets its pipes back as they were while
+ * curlpipe is stopped.
+ */
+static void
+on_stop (int sig)
+{
+  int fd;
+
+  restore_flags ();
+  raise (SIGSTOP);
+  for (fd = 0; fd <= 1; fd++)
+    if (saved_flags[fd] != -1)
+      fcntl (fd, F_SETFL, saved_flags[fd] | O_NONBLOCK);
+}
+
+/* Catch sig unless it is ignored (nohup, background jobs of scripts):
+ * an ignored signal stays ignored.
+ */
+static void
+catch (int sig, void (*handler) (int))
+{
+  struct sigaction sa, old;
+
+  if (sigaction (sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+    return;
+  memset (&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  sigemptyset (&sa.sa_mask);
+  sigaction (sig, &sa, NULL);
+}
+
+/* O_NONBLOCK on a pipe or socket.  Regular files and devices like
+ * /dev/null never block.  A terminal is left alone too: its file
+ * description is shared with the shell and with our own standard error,
+ * whose messages would then fail with EAGAIN; read_cb polls it instead.
+ * A pipe also gets a
  * bigger buffer where the system allows it: with Linux's default 64 KiB
  * each loop turn moved at most 64 KiB, and a 1 GiB upload through a pipe
  * ran at 550 MiB/s against 930 for curl -T - with its blocking reads;
@@ -133,7 +169,7 @@ make_nonblocking (int fd)
     return;
   if (S_ISFIFO (st.st_mode))
     fcntl (fd, F_SETPIPE_SZ, PIPE_SIZE);
-  else if (!S_ISSOCK (st.st_mode) && !isatty (fd))
+  else if (!S_ISSOCK (st.st_mode))
     return;
   flags = fcntl (fd, F_GETFL);
   if (flags == -1 || (flags & O_NONBLOCK))
@@ -157,6 +193,15 @@ read_cb (char *buf, size_t size, size_t nitems, void *opaque)
     st->in_drained = false;
     st->send_paused = true;
     return CURL_READFUNC_PAUSE;
+  }
+  /* A blocking descriptor (a terminal) is read only when it has data. */
+  if (st->in_blocking) {
+    struct pollfd pfd = { .fd = st->in_fd, .events = POLLIN };
+
+    if (poll (&pfd, 1, 0) == 0) {
+      st->send_paused = true;
+      return CURL_READFUNC_PAUSE;
+    }
   }
   n = read (st->in_fd, buf, size * nitems);
   if (n > 0) {
@@ -467,8 +512,9 @@ drive (struct pipe_state *st, CURLM *multi)
     /* Unpausing may call the callbacks at once, which may pause again. */
     if (st->recv_paused && st->out_len == 0) {
       st->recv_paused = false;
-      curl_easy_pause (st->easy, st->send_paused ? CURLPAUSE_SEND
-                       : CURLPAUSE_CONT);
+      if (curl_easy_pause (st->easy, st->send_paused ? CURLPAUSE_SEND
+                           : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
+        return CURLE_WRITE_ERROR;
     }
 
     n = 0;
@@ -501,8 +547,9 @@ drive (struct pipe_state *st, CURLM *multi)
      */
     if (in_at >= 0 && pfd[in_at].revents) {
       st->send_paused = false;
-      curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                       : CURLPAUSE_CONT);
+      if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
+                           : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
+        return CURLE_WRITE_ERROR;
     }
     for (i = 0; i < n; i++) {
       if (i == in_at || i == out_at || pfd[i].revents == 0)
@@ -511,6 +558,22 @@ drive (struct pipe_state *st, CURLM *multi)
         ((pfd[i].revents & POLLOUT) ? CURL_CSELECT_OUT : 0) |
         ((pfd[i].revents & (POLLERR | POLLHUP)) ? CURL_CSELECT_ERR : 0);
       curl_multi_socket_action (multi, pfd[i].fd, ev, &running);
+    }
+    /* An error answer (>= 300) before the end of the upload makes
+     * libcurl 7.88 stop sending but leaves the upload paused, and the
+     * transfer then waits for standard input for ever: unpause it once,
+     * so that libcurl can finish.
+     */
+    if (st->send_paused && !st->error_unpaused) {
+      long code = 0;
+
+      curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
+      if (code >= 300) {
+        st->error_unpaused = true;
+        st->send_paused = false;
+        curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
+                         : CURLPAUSE_CONT);
+      }
     }
     if (timer_left (st) == 0) {
       st->timer_ms = -1;
@@ -539,10 +602,6 @@ run_transfer (const struct options *opt)
   struct pollfd pfd;
   struct stat sb;
 
-  if (fcntl (STDIN_FILENO, F_GETFD) == -1) {
-    fprintf (stderr, "curlpipe: standard input is not open\n");
-    return EXIT_USAGE;
-  }
   if (opt->output) {
     st.out_fd = open (opt->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
                       0666);
@@ -557,11 +616,16 @@ run_transfer (const struct options *opt)
    * not a signal that kills curlpipe mid-message.
    */
   signal (SIGPIPE, SIG_IGN);
-  signal (SIGINT, on_signal);
-  signal (SIGTERM, on_signal);
-  signal (SIGHUP, on_signal);
+  catch (SIGINT, on_signal);
+  catch (SIGTERM, on_signal);
+  catch (SIGHUP, on_signal);
+  catch (SIGQUIT, on_signal);
+  catch (SIGTSTP, on_stop);
+  catch (SIGTTIN, on_stop);
+  catch (SIGTTOU, on_stop);
   make_nonblocking (st.in_fd);
   make_nonblocking (st.out_fd);
+  st.in_blocking = !(fcntl (st.in_fd, F_GETFL) & O_NONBLOCK);
   st.in_stream = fstat (st.in_fd, &sb) == 0 &&
     (S_ISFIFO (sb.st_mode) || S_ISSOCK (sb.st_mode));
 
@@ -592,16 +656,23 @@ run_transfer (const struct options *opt)
   result = drive (&st, multi);
   show_progress (&st, true);
 
-  /* What standard output has not taken yet, before the exit. */
-  while (result == CURLE_OK && st.out_len > 0) {
+  /* What standard output has not taken yet, before the exit, also
+   * after a failure: the bytes that did arrive are delivered.
+   */
+  while (st.out_error[0] == '\0' && st.out_len > 0) {
     if (!flush_out (&st))
-      result = CURLE_WRITE_ERROR;
-    else if (st.out_len > 0) {
+      break;
+    if (st.out_len > 0) {
       pfd = (struct pollfd) { .fd = st.body_fd, .events = POLLOUT };
-      if (poll (&pfd, 1, -1) == -1 && errno != EINTR)
+      if (poll (&pfd, 1, -1) == -1 && errno != EINTR) {
+        snprintf (st.out_error, sizeof st.out_error,
+                  "writing the answer: poll: %s", strerror (errno));
         break;
+      }
     }
   }
+  if (st.out_error[0] && result == CURLE_OK)
+    result = CURLE_WRITE_ERROR;
 
   if (st.in_error[0])
     fprintf (stderr, "curlpipe: %s: %s\n", opt->url, st.in_error);

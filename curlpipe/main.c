@@ -12,11 +12,13 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "curlpipe.h"
 
@@ -188,6 +190,23 @@ main (int argc, char *argv[])
     usage_error ("%s", optind == argc ? "a URL is required"
                  : "only one URL is allowed");
   opt.url = argv[optind];
+
+  /* A closed standard descriptor would be reused by the next open, and
+   * the answer (or messages) would go into whatever got number 1 or 2:
+   * libcurl's own socketpair, or the connection to the server.
+   */
+  if (fcntl (STDERR_FILENO, F_GETFD) == -1 &&
+      open ("/dev/null", O_WRONLY) != STDERR_FILENO)
+    exit (EXIT_USAGE);
+  if (fcntl (STDIN_FILENO, F_GETFD) == -1) {
+    fprintf (stderr, "curlpipe: standard input is not open\n");
+    exit (EXIT_USAGE);
+  }
+  if (opt.output == NULL && fcntl (STDOUT_FILENO, F_GETFD) == -1) {
+    fprintf (stderr, "curlpipe: standard output is not open "
+             "(use -o FILE)\n");
+    exit (EXIT_USAGE);
+  }
 
   rc = curl_global_init (CURL_GLOBAL_DEFAULT);
   if (rc != CURLE_OK) {

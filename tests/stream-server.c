@@ -21,6 +21,8 @@
  *   /sink        checks the body against the pattern below:
  *                200 "ok BYTES\n" or 422 "bad at OFFSET\n"
  *   /status/NNN  reads the body, answers NNN with a short body
+ *   /early/NNN   answers NNN at once, then reads the body and closes
+ *   /truncated   reads the body, promises 10 MiB, sends 3 MiB, closes
  *   anything else 404
  *
  * The test pattern: byte i (from 0) of a stream is
@@ -682,21 +684,20 @@ serve_sink (struct conn *c, const struct request *rq, struct body *b,
   return send_response (c, rq, *status, answer);
 }
 
-/* /status/NNN with NNN from 200 to 599; -1 for anything else. */
+/* PREFIX followed by NNN, from 200 to 599: NNN; -1 for anything else. */
 static int
-status_path (const char *path)
+status_path (const char *path, const char *prefix)
 {
+  size_t n = strlen (prefix);
   const char *p;
-  int v;
 
-  if (strncmp (path, "/status/", 8) != 0)
+  if (strncmp (path, prefix, n) != 0)
     return -1;
-  p = path + 8;
+  p = path + n;
   if (strlen (p) != 3 || p[0] < '2' || p[0] > '5' ||
       p[1] < '0' || p[1] > '9' || p[2] < '0' || p[2] > '9')
     return -1;
-  v = (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
-  return v;
+  return (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
 }
 
 static void
@@ -746,10 +747,41 @@ serve_http (struct conn *c)
       status = 200;
       r = serve_echo (c, &rq, &b);
     }
+    else if (status_path (rq.path, "/early/") > 0) {
+      /* The answer before the body (a server refusing an upload at
+       * once), then the body is read and dropped, and the connection
+       * ends.
+       */
+      status = status_path (rq.path, "/early/");
+      rq.close = true;
+      snprintf (answer, sizeof answer, "early %d from stream-server\n",
+                status);
+      r = send_response (c, &rq, status, answer);
+      if (r == 0)
+        drain_body (c, &b);
+      log_request (&rq, &b, status);
+      return;
+    }
+    else if (strcmp (rq.path, "/truncated") == 0) {
+      /* 200 promising 10 MiB, 3 MiB of zeros, then the end. */
+      static const char head[] = "HTTP/1.1 200 OK\r\n"
+        "Content-Length: 10485760\r\nConnection: close\r\n\r\n";
+      size_t sent;
+
+      if (drain_body (c, &b) == 0 &&
+          write_all (c->fd, head, sizeof head - 1) == 0) {
+        memset (c->buf, 0, BUF_SIZE);
+        for (sent = 0; sent < 3 * 1024 * 1024; sent += BUF_SIZE)
+          if (write_all (c->fd, c->buf, BUF_SIZE) == -1)
+            break;
+      }
+      log_request (&rq, &b, 200);
+      return;
+    }
     else if (strcmp (rq.path, "/sink") == 0)
       r = serve_sink (c, &rq, &b, &status);
     else {
-      int asked = status_path (rq.path);
+      int asked = status_path (rq.path, "/status/");
       status = asked == -1 ? 404 : asked;
       r = drain_body (c, &b);
       if (r == -1)
@@ -765,9 +797,6 @@ serve_http (struct conn *c)
     }
     /* A body that breaks its framing gets a 400 when no answer has
      * begun; /echo's has, so there the connection just ends.
-     */
-    /* /echo has begun its answer before a broken body shows, so it only
-     * ends the connection; the others can still answer.
      */
     if (r == -2) {
       rq.close = true;

@@ -4,7 +4,10 @@
 # nothing listening (1), an HTTP error without -f (0, body on stdout) and
 # with -f (22, body on stderr), usage errors (2), a reader that closes
 # standard output (1, "Broken pipe", not killed by SIGPIPE), --max-time
-# on a stream that never ends (1).
+# on a stream that never ends (1); a server that refuses the upload at
+# once while standard input stays open (22 with -f, at once); an answer
+# cut short (1, and every byte that did arrive is written); standard
+# output closed before the start (2).
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -64,7 +67,25 @@ mkfifo "$tmp/fifo"
 exec 3<>"$tmp/fifo"
 start=$SECONDS
 run 1 -s -m 1 "$base/echo" <"$tmp/fifo"
-exec 3>&-
 [ $((SECONDS - start)) -le 10 ] ||
   fail "--max-time 1 took $((SECONDS - start)) s"
 assert_grep_i "$tmp/err" "timed out"
+
+# The server answers 403 before reading the body; standard input stays
+# open (the FIFO) and idle: curlpipe must end with the answer.
+start=$SECONDS
+run 22 -sf "$base/early/403" <"$tmp/fifo"
+exec 3>&-
+[ $((SECONDS - start)) -le 10 ] ||
+  fail "an early 403 took $((SECONDS - start)) s to end curlpipe"
+assert_grep_i "$tmp/err" "early 403 from stream-server" "HTTP 403"
+
+# 3 MiB of a promised 10: all 3 are written, then the error.
+run 1 -s "$base/truncated" </dev/null
+[ "$(stat -c %s "$tmp/out")" -eq $((3 * 1024 * 1024)) ] ||
+  fail "truncated answer: $(stat -c %s "$tmp/out") bytes written, not 3 MiB"
+
+st=0
+"$CURLPIPE" -s "$base/echo" </dev/null >&- 2>"$tmp/err" || st=$?
+[ "$st" -eq 2 ] || fail "closed stdout at start: exit $st, expected 2"
+assert_grep_i "$tmp/err" "standard output is not open"
