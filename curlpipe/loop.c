@@ -550,6 +550,15 @@ drive (struct pipe_state *st, CURLM *multi)
       if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
                            : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
         return CURLE_WRITE_ERROR;
+      /* Tell libcurl the socket can take the bytes: with no events it
+       * would first try a read, which says EAGAIN (one system call in
+       * eight of a 64-byte echo round trip).  If the socket cannot
+       * take them after all, libcurl waits for it as usual.
+       */
+      if (st->nsocks == 1 && pfd[0].revents == 0) {
+        curl_multi_socket_action (multi, st->socks[0].fd, CURL_CSELECT_OUT,
+                                  &running);
+      }
     }
     for (i = 0; i < n; i++) {
       if (i == in_at || i == out_at || pfd[i].revents == 0)
