@@ -18,8 +18,9 @@
  * reading the socket, so the server is slowed by TCP, not by a buffer
  * that grows) and standard output joins the poll until it drains.
  *
- * Pipes, sockets and terminals are switched to non-blocking mode (and
- * back at exit) so that neither a read nor a write can stall the loop.
+ * Pipes and sockets are switched to non-blocking mode (and back at exit)
+ * so that neither a read nor a write can stall the loop; a terminal is
+ * polled before each read instead (see make_nonblocking).
  * curl's own tool does neither: with a blocking standard input "-T -"
  * sits in read() while the answer waits, and "-T ." polls standard input
  * on a timer.
