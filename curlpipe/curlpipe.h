@@ -10,6 +10,7 @@
 #define CURLPIPE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <curl/curl.h>
 
@@ -36,7 +37,10 @@ struct options {
   const char *unix_socket;
 };
 
-/* Runs the transfer; returns the exit status.  Reports its own errors. */
-extern int run_transfer (const struct options *opt);
+/* Runs the transfer; returns the exit status, and on a failure puts
+ * its reason ("URL: cause") in msg for main.c to print.
+ */
+extern int run_transfer (const struct options *opt, char *msg,
+                         size_t msglen);
 
 #endif /* CURLPIPE_H */

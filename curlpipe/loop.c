@@ -34,6 +34,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,8 @@
 
 struct pipe_state {
   const struct options *opt;
+  char *msg;                    /* the failure, for main.c to print */
+  size_t msglen;
   CURL *easy;
   int in_fd, out_fd;
   bool in_stream;               /* standard input is a pipe or socket */
@@ -97,6 +100,24 @@ struct pipe_state {
   bool progress;
   struct timespec start, last_progress;
 };
+
+/* Record why the transfer failed (the first reason wins); main.c, which
+ * owns every message, prints it.
+ */
+static void say (struct pipe_state *st, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+
+static void
+say (struct pipe_state *st, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (st->msg[0] != '\0')
+    return;
+  va_start (ap, fmt);
+  vsnprintf (st->msg, st->msglen, fmt, ap);
+  va_end (ap);
+}
 
 /* File status flags to put back at exit, for each of fds 0 and 1. */
 static int saved_flags[2] = { -1, -1 };
@@ -430,14 +451,13 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   }
 #undef SET
   if (rc != CURLE_OK) {
-    fprintf (stderr, "curlpipe: %s: %s\n", opt->url,
-             curl_easy_strerror (rc));
+    say (st, "%s: %s", opt->url, curl_easy_strerror (rc));
     return false;
   }
   return true;
 
  nomem:
-  fprintf (stderr, "curlpipe: out of memory\n");
+  say (st, "out of memory");
   return false;
 }
 
@@ -599,10 +619,11 @@ drive (struct pipe_state *st, CURLM *multi)
 }
 
 int
-run_transfer (const struct options *opt)
+run_transfer (const struct options *opt, char *msg, size_t msglen)
 {
   struct pipe_state st = {
-    .opt = opt, .in_fd = STDIN_FILENO, .out_fd = STDOUT_FILENO,
+    .opt = opt, .msg = msg, .msglen = msglen,
+    .in_fd = STDIN_FILENO, .out_fd = STDOUT_FILENO,
   };
   struct curl_slist *headers = NULL;
   CURLM *multi = NULL;
@@ -616,7 +637,7 @@ run_transfer (const struct options *opt)
     st.out_fd = open (opt->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
                       0666);
     if (st.out_fd == -1) {
-      fprintf (stderr, "curlpipe: %s: %s\n", opt->output, strerror (errno));
+      say (&st, "%s: %s", opt->output, strerror (errno));
       return EXIT_TRANSFER;
     }
   }
@@ -646,14 +667,14 @@ run_transfer (const struct options *opt)
   st.easy = curl_easy_init ();
   multi = curl_multi_init ();
   if (st.easy == NULL || multi == NULL) {
-    fprintf (stderr, "curlpipe: cannot initialize libcurl\n");
+    say (&st, "cannot initialize libcurl");
     goto out;
   }
   st.timer_ms = -1;
   st.out_size = OUT_BUFFER_SIZE;
   st.out = malloc (st.out_size);
   if (st.out == NULL) {
-    fprintf (stderr, "curlpipe: out of memory\n");
+    say (&st, "out of memory");
     goto out;
   }
   if (!setup (&st, &headers))
@@ -685,17 +706,17 @@ run_transfer (const struct options *opt)
     result = CURLE_WRITE_ERROR;
 
   if (st.in_error[0])
-    fprintf (stderr, "curlpipe: %s: %s\n", opt->url, st.in_error);
+    say (&st, "%s: %s", opt->url, st.in_error);
   else if (st.out_error[0])
-    fprintf (stderr, "curlpipe: %s: %s\n", opt->url, st.out_error);
+    say (&st, "%s: %s", opt->url, st.out_error);
   else if (result != CURLE_OK)
     /* The error buffer says more than curl_easy_strerror, when set. */
-    fprintf (stderr, "curlpipe: %s: %s\n", opt->url,
+    say (&st, "%s: %s", opt->url,
              st.errbuf[0] ? st.errbuf : curl_easy_strerror (result));
   else {
     curl_easy_getinfo (st.easy, CURLINFO_RESPONSE_CODE, &code);
     if (opt->fail && code >= 400) {
-      fprintf (stderr, "curlpipe: %s: the server answered HTTP %ld\n",
+      say (&st, "%s: the server answered HTTP %ld",
                opt->url, code);
       status = EXIT_HTTP;
     }
@@ -712,7 +733,7 @@ run_transfer (const struct options *opt)
   free (st.out);
   if (opt->output && st.out_fd >= 0 && close (st.out_fd) == -1 &&
       status == EXIT_OK) {
-    fprintf (stderr, "curlpipe: %s: %s\n", opt->output, strerror (errno));
+    say (&st, "%s: %s", opt->output, strerror (errno));
     status = EXIT_TRANSFER;
   }
   restore_flags ();

@@ -4,9 +4,9 @@
  *
  * curlpipe: stream standard input to a URL as a request body and the
  * answer to standard output as it arrives.  This file: the options,
- * usage, exit statuses and every message about them; loop.c runs the
- * transfer.  Option spellings are curl's, so that a curl command line
- * carries over.
+ * usage, exit statuses and every message (loop.c, which runs the
+ * transfer, says why it failed and this file prints it).  Option
+ * spellings are curl's, so that a curl command line carries over.
  */
 
 #include <config.h>
@@ -126,6 +126,7 @@ main (int argc, char *argv[])
   struct curl_slist *h;
   CURLcode rc;
   int c, status;
+  char msg[512] = "";
 
   opterr = 0;
   for (;;) {
@@ -214,7 +215,9 @@ main (int argc, char *argv[])
              curl_easy_strerror (rc));
     exit (EXIT_TRANSFER);
   }
-  status = run_transfer (&opt);
+  status = run_transfer (&opt, msg, sizeof msg);
+  if (msg[0] != '\0')
+    fprintf (stderr, "curlpipe: %s\n", msg);
   curl_slist_free_all (opt.headers);
   curl_global_cleanup ();
   return status;
