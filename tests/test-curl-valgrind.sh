@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test-curl-valgrind.sh: a whole read-only copy under valgrind: no memory
 # errors and no definite leaks in nbdkit with the plugin (load, probe,
-# parallel reads, close, unload).
+# parallel reads, close, unload), with the parameters that allocate:
+# header and cookie scripts (renewed), the cookie engine, resolve=,
+# header=.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -23,6 +25,9 @@ NBDKIT_VALGRIND=1 COPIED=$tmp/copied timeout 120 \
   valgrind --leak-check=full --errors-for-leak-kinds=definite \
            --error-exitcode=99 --log-file="$tmp/valgrind.log" \
   nbdkit -f -r -U - "$PLUGIN" "http://127.0.0.1:$port/disk.img" \
+         'header-script=echo "X-Token: $iteration"' header-script-renew=1 \
+         'cookie-script=echo "c=$iteration"' cookiefile= \
+         "resolve=example.test:$port:127.0.0.1" "header=X-A: 1" \
          --run 'nbdcopy "$uri" null: && echo copied >"$COPIED"' \
   >"$tmp/nbdkit.out" 2>"$tmp/nbdkit.err" || st=$?
 [ "$st" -ne 99 ] || fail "valgrind found errors (see valgrind.log above)"
