@@ -27,8 +27,8 @@
  * (all modes but bulk without --echo) is checked against the pattern;
  * a mismatch prints its offset and exits 1.
  *
- * The pattern, the same as tests/stream-server.c's: byte i of a stream
- * is (i * 7 + i / 65536) & 0xff.
+ * The pattern is tests/pattern.h's, shared with tests/stream-server.c:
+ * byte i of a stream is (i * 7 + i / 65536) & 0xff.
  *
  * Linux only: the command's CPU time and context switches come from
  * /proc, and the command is killed if the driver dies.
@@ -57,15 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PATTERN_BYTE(i) ((unsigned char) (((i) * 7 + (i) / 65536) & 0xff))
-
-/* See tests/stream-server.c: inside a 64 KiB block the pattern is a
- * window of the 256-periodic sequence 7 * x starting at phase
- * (i + 183 * block) mod 256, so it can be written straight from a table
- * and compared with memcmp.
- */
-#define PATTERN_BLOCK 65536
-static unsigned char pattern_table[PATTERN_BLOCK + 256];
+#include "../tests/pattern.h"
 
 #define READ_SIZE (256 * 1024)
 #define MAX_WRITE (64 * 1024)
@@ -102,24 +94,6 @@ now (void)
   return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
-static void
-pattern_init (void)
-{
-  size_t x;
-  uint64_t i;
-
-  for (x = 0; x < sizeof pattern_table; x++)
-    pattern_table[x] = (unsigned char) (x * 7);
-  for (i = 0; i < 3 * PATTERN_BLOCK; i++) {
-    uint64_t off = (uint64_t) 255 * PATTERN_BLOCK - 1000 + i;
-    size_t phase = (size_t) ((off + 183 * (off / PATTERN_BLOCK)) & 0xff);
-    if (pattern_table[phase] != PATTERN_BYTE (off)) {
-      fprintf (stderr, "pipe-driver: pattern self-check failed\n");
-      exit (EXIT_FAILURE);
-    }
-  }
-}
-
 /* Points iov at the pattern bytes [off, off + len), at most 3 pieces. */
 static int
 pattern_iov (struct iovec *iov, uint64_t off, size_t len)
@@ -127,7 +101,7 @@ pattern_iov (struct iovec *iov, uint64_t off, size_t len)
   int n = 0;
 
   while (len > 0 && n < 3) {
-    size_t phase = (size_t) ((off + 183 * (off / PATTERN_BLOCK)) & 0xff);
+    size_t phase = pattern_phase (off);
     size_t k = PATTERN_BLOCK - (size_t) (off % PATTERN_BLOCK);
     if (k > len)
       k = len;
@@ -138,30 +112,6 @@ pattern_iov (struct iovec *iov, uint64_t off, size_t len)
     len -= k;
   }
   return n;
-}
-
-/* Index of the first byte of buf that is not the pattern at off, or
- * len.
- */
-static size_t
-pattern_check (const unsigned char *buf, uint64_t off, size_t len)
-{
-  size_t done = 0, j;
-
-  while (done < len) {
-    uint64_t pos = off + done;
-    size_t phase = (size_t) ((pos + 183 * (pos / PATTERN_BLOCK)) & 0xff);
-    size_t n = PATTERN_BLOCK - (size_t) (pos % PATTERN_BLOCK);
-    if (n > len - done)
-      n = len - done;
-    if (memcmp (buf + done, pattern_table + phase, n) != 0) {
-      for (j = 0; j < n; j++)
-        if (buf[done + j] != pattern_table[phase + j])
-          return done + j;
-    }
-    done += n;
-  }
-  return len;
 }
 
 static void
@@ -885,7 +835,7 @@ main (int argc, char *argv[])
   if (i + 1 >= argc)
     usage ();
 
-  pattern_init ();
+  pattern_init ("pipe-driver");
   signal (SIGPIPE, SIG_IGN);
   spawn (&argv[i + 1], nonblock);
 

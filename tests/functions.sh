@@ -538,21 +538,31 @@ EOF
 #   start_fault_server MODE FILE
 start_fault_server ()
 {
-  local mode=$1 file=$2 n
+  local mode=$1 file=$2
   rm -f "$tmp/fault.port"
   "$PYTHON" "$abs_srcdir/fault-server.py" --mode "$mode" --file "$file" \
             --log "$tmp/fault.log" --port-file "$tmp/fault.port" \
             </dev/null >"$tmp/fault.out" 2>&1 &
   fault_pid=$!
-  _pids+=("$fault_pid")
+  await_port_file "$fault_pid" "$tmp/fault.port" "$tmp/fault.out" \
+                  "fault server"
+  fault_port=$(cat "$tmp/fault.port")
+}
+
+# await_port_file PID FILE OUT NAME: wait until the server PID (started in
+# the background, its output in OUT) has written its port to FILE.  The
+# server's PID joins those stopped at exit.  (Not in $(...): _pids and
+# fail must act in the test's own shell.)
+await_port_file ()
+{
+  local pid=$1 file=$2 out=$3 name=$4 n
+  _pids+=("$pid")
   for ((n = 0; n < ready_tries; n++)); do
-    [ -s "$tmp/fault.port" ] && break
-    _alive "$fault_pid" || { cat "$tmp/fault.out" >&2;
-                             fail "fault server did not start"; }
+    [ -s "$file" ] && break
+    _alive "$pid" || { cat "$out" >&2; fail "$name did not start"; }
     sleep 0.1
   done
-  [ -s "$tmp/fault.port" ] || fail "fault server did not become ready"
-  fault_port=$(cat "$tmp/fault.port")
+  [ -s "$file" ] || fail "$name did not become ready"
 }
 
 # ----------------------------------------------------------------------
@@ -562,20 +572,14 @@ start_fault_server ()
 # line per request in $tmp/stream.log.
 start_stream_server ()
 {
-  local server=$abs_top_builddir/tests/stream-server n
+  local server=$abs_top_builddir/tests/stream-server
   [ -x "$server" ] || fail "stream-server not built: $server"
   rm -f "$tmp/stream.port"
   "$server" --port-file "$tmp/stream.port" --log "$tmp/stream.log" \
             </dev/null >"$tmp/stream.out" 2>&1 &
   stream_pid=$!
-  _pids+=("$stream_pid")
-  for ((n = 0; n < ready_tries; n++)); do
-    [ -s "$tmp/stream.port" ] && break
-    _alive "$stream_pid" || { cat "$tmp/stream.out" >&2;
-                              fail "stream-server did not start"; }
-    sleep 0.1
-  done
-  [ -s "$tmp/stream.port" ] || fail "stream-server did not become ready"
+  await_port_file "$stream_pid" "$tmp/stream.port" "$tmp/stream.out" \
+                  stream-server
   stream_port=$(cat "$tmp/stream.port")
 }
 

@@ -25,14 +25,8 @@
  *   /truncated   reads the body, promises 10 MiB, sends 3 MiB, closes
  *   anything else 404
  *
- * The test pattern: byte i (from 0) of a stream is
- *
- *   (i * 7 + i / 65536) & 0xff
- *
- * Multiplying by 7 makes every byte of a 256-byte period differ, and the
- * i / 65536 term makes each 64 KiB block differ from the next, so that
- * dropped, repeated or reordered blocks show up as well as flipped bytes.
- * bench/pipe-driver.c generates the same pattern.
+ * The byte pattern /sink checks is in pattern.h, which
+ * bench/pipe-driver.c shares.
  */
 
 #define _POSIX_C_SOURCE 200809L
@@ -58,19 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The pattern, defined once; pattern_check below is the fast form of it
- * and is checked against this at start-up.
- */
-#define PATTERN_BYTE(i) ((unsigned char) (((i) * 7 + (i) / 65536) & 0xff))
-
-/* Within one 64 KiB block the pattern is 7 * i + k (mod 256) with k the
- * block number, which equals 7 * (i + 183 * k) because 7 * 183 = 1 (mod
- * 256).  So any run inside a block is a window of the sequence 7 * x,
- * whose period is 256, and can be compared with memcmp against a table.
- */
-#define PATTERN_BLOCK 65536
-#define PATTERN_SEG 65536
-static unsigned char pattern_table[PATTERN_SEG + 256];
+#include "pattern.h"
 
 /* A connection's input buffer.  A whole 64 KiB chunk of an upload fits,
  * and so does the longest header line accepted.
@@ -122,53 +104,6 @@ struct request {
   uint64_t length;
   bool chunked;
 };
-
-static void
-pattern_init (void)
-{
-  size_t x;
-  uint64_t i;
-
-  for (x = 0; x < sizeof pattern_table; x++)
-    pattern_table[x] = (unsigned char) (x * 7);
-  /* Compare the fast form with the definition across block borders. */
-  for (i = 0; i < 3 * PATTERN_BLOCK; i++) {
-    uint64_t off = (uint64_t) 255 * PATTERN_BLOCK - 1000 + i;
-    uint64_t k = off / PATTERN_BLOCK;
-    size_t phase = (size_t) ((off + 183 * k) & 0xff);
-    if (pattern_table[phase] != PATTERN_BYTE (off)) {
-      fprintf (stderr, "stream-server: pattern self-check failed\n");
-      exit (EXIT_FAILURE);
-    }
-  }
-}
-
-/* Returns the index of the first byte of buf[0..len) that differs from
- * the pattern at stream offset off, or len if none does.
- */
-static size_t
-pattern_check (const unsigned char *buf, uint64_t off, size_t len)
-{
-  size_t done = 0;
-
-  while (done < len) {
-    uint64_t pos = off + done;
-    uint64_t k = pos / PATTERN_BLOCK;
-    size_t phase = (size_t) ((pos + 183 * k) & 0xff);
-    size_t n = PATTERN_BLOCK - (size_t) (pos % PATTERN_BLOCK);
-    size_t j;
-
-    if (n > len - done)
-      n = len - done;
-    if (memcmp (buf + done, pattern_table + phase, n) != 0) {
-      for (j = 0; j < n; j++)
-        if (buf[done + j] != pattern_table[phase + j])
-          return done + j;
-    }
-    done += n;
-  }
-  return len;
-}
 
 static int
 write_all (int fd, const void *data, size_t len)
@@ -974,7 +909,7 @@ main (int argc, char *argv[])
   if (!port_file)
     usage ();
 
-  pattern_init ();
+  pattern_init ("stream-server");
   signal (SIGPIPE, SIG_IGN);
 
   if (log_name) {
