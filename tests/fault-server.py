@@ -412,6 +412,47 @@ class MultipartWrongPart(Handler):
         self.multipart(data, ranges)
 
 
+class HeadZero(Handler):
+    """HEAD says Content-Length: 0 for an object that is not empty; GET
+    is correct.  A client that trusts HEAD serves an empty disk."""
+
+    def do_HEAD(self):
+        self.answer(200, headers=[("Accept-Ranges", "bytes")]
+                    + self.validators(), send_body=False, length=0)
+
+
+class ControlValidators(Handler):
+    """Validators with a CR and a second header smuggled in after it.
+    A client that copies them into If-Match / If-Unmodified-Since sends
+    that header too; the log says so (injected=yes)."""
+
+    def validators(self):
+        st = os.stat(args.file)
+        return [("Last-Modified",
+                 self.date_time_string(int(st.st_mtime))
+                 + "\rX-Injected: lm"),
+                ("ETag", '"%x"\rX-Injected: etag' % st.st_size)]
+
+    def log_request_line(self, status, sent):
+        raw = str(self.headers)
+        bad = "x-injected" in raw.lower() or any(
+            ch in v for v in self.headers.values() for ch in "\r\n\x7f")
+        log("%s %s range=%s injected=%s status=%d sent=%d" % (
+            self.command, self.path, self.headers.get("Range") or "-",
+            "yes" if bad else "no", status, sent))
+
+
+class Unavailable503Long(Handler):
+    """Every ranged GET of more than one byte: 503 with Retry-After: 30,
+    so a client that sleeps through its back-off holds up a shutdown."""
+
+    def serve_range(self, data, start, end):
+        if self.nth_get(start, end):
+            self.answer(503, b"busy\n", headers=[("Retry-After", "30")])
+        else:
+            super().serve_range(data, start, end)
+
+
 def reset(handler):
     """Close the connection with an RST (SO_LINGER 0), not a FIN."""
     handler.wfile.flush()
@@ -649,6 +690,9 @@ MODES = {
     "refuse-partial-put": RefusePartialPut,
     "wrong-content-range": WrongContentRange,
     "short-body": ShortBody,
+    "head-zero": HeadZero,
+    "control-validators": ControlValidators,
+    "503-long": Unavailable503Long,
 }
 
 

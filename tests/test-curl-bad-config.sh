@@ -61,6 +61,10 @@ case_ cookie_twice cookie-script "together" -- "$url" cookie=a=1 \
 case_ sigv4_nokey aws-sigv4 "user=" -- "$url" aws-sigv4=aws:amz:x:s3
 printf 'a=1\r\nX-Evil: 1' >"$tmp/two-lines"
 case_ cookie_crlf cookie "CR or LF" -- "$url" "cookie=+$tmp/two-lines"
+case_ password_crlf password "CR or LF" -- "$url" user=alice \
+  "password=+$tmp/two-lines"
+case_ user_agent_crlf user-agent "CR or LF" -- "$url" \
+  "user-agent=nbdkit"$'\r\n'"X-Evil: 1"
 # A header that would smuggle another one in; its value (a token) must
 # not be printed.
 case_ header_crlf header "CR or LF" -- "$url" \

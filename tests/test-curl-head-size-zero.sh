@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# test-curl-head-size-zero.sh: a size of 0 from HEAD is confirmed with a
+# ranged GET before the disk is served as empty.  A server whose HEAD
+# says Content-Length: 0 for a 1 MiB object must give a 1 MiB disk with
+# the object's bytes (not an empty one); a truly empty object is an
+# empty disk.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")}/functions.sh"
+requires_plugin
+requires nbdinfo
+requires nbdcopy
+
+size=$((1024 * 1024))
+fault_export head-zero "$size"
+got=$(timeout "$client_timeout" nbdinfo --size "$uri")
+[ "$got" = "$size" ] || fail "HEAD said 0: the disk has $got bytes, not $size"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+assert_same_file "$tmp/disk.img" "$tmp/out.img"
+stop_nbdkit ro
+grep -q '^GET .*range=bytes=0-0 ' "$tmp/fault.log" ||
+  fail "no ranged GET confirmed the size of 0"
+
+# Really empty objects: nginx answers the ranged GET with 200 and no
+# body, the fault server with 416 "bytes */0"; both are an empty disk.
+stop_pid "$fault_pid"
+: >"$tmp/empty.img"
+: >"$tmp/fault.log"
+start_fault_server normal "$tmp/empty.img"
+start_nbdkit empty416 -r "$PLUGIN" "http://127.0.0.1:$fault_port/empty.img"
+got=$(timeout "$client_timeout" nbdinfo --size "$uri")
+[ "$got" = 0 ] || fail "the empty object gave a disk of $got bytes"
+stop_nbdkit empty416
+grep -q '^GET .*range=bytes=0-0 .*status=416 ' "$tmp/fault.log" ||
+  fail "no 416 confirmed the empty object"
+
+start_nginx
+: >"$tmp/www/empty.img"
+start_nbdkit empty -r "$PLUGIN" "http://127.0.0.1:$port/empty.img"
+got=$(timeout "$client_timeout" nbdinfo --size "$uri")
+[ "$got" = 0 ] || fail "the empty object gave a disk of $got bytes"
+stop_nbdkit empty
+grep -q ' GET bytes=0-0 200 0 ' "$tmp/access.log" || {
+  cat "$tmp/access.log" >&2
+  fail "no ranged GET confirmed the empty object on nginx"
+}
