@@ -299,11 +299,8 @@ config_set (const char *key, const char *value)
     return add_header (value);
   else if (strcmp (key, "user") == 0)
     cfg.user = value;
-  else if (strcmp (key, "password") == 0) {
-    free (cfg.password);
-    cfg.password = NULL;
-    return nbdkit_read_password (value, &cfg.password);
-  }
+  else if (strcmp (key, "password") == 0)
+    return read_secret (key, value, &cfg.password);
   else if (strcmp (key, "cookie") == 0)
     return read_secret (key, value, &cfg.cookie);
   else if (strcmp (key, "cookiefile") == 0)
@@ -346,10 +343,19 @@ config_set (const char *key, const char *value)
     cfg.aws_sigv4 = value;
   else if (strcmp (key, "followlocation") == 0)
     return parse_bool (key, value, &cfg.followlocation);
+  else if (strcmp (key, "location-trusted") == 0)
+    return parse_bool (key, value, &cfg.location_trusted);
+  else if (strcmp (key, "insecure-redirect") == 0)
+    return parse_bool (key, value, &cfg.insecure_redirect);
   else if (strcmp (key, "protocols") == 0)
     cfg.protocols = value;
-  else if (strcmp (key, "user-agent") == 0)
+  else if (strcmp (key, "user-agent") == 0) {
+    if (strpbrk (value, "\r\n") != NULL) {
+      nbdkit_error ("user-agent: the value must not contain CR or LF");
+      return -1;
+    }
     cfg.user_agent = value;
+  }
   else {
     nbdkit_error ("unknown parameter '%s'", key);
     return -1;
@@ -370,21 +376,16 @@ libcurl_has_protocol (const char *name, size_t len)
   return false;
 }
 
-/* Check protocols=, and derive the list that redirects may use: the same
- * list without file, so that no web server can redirect the plugin to a
- * local file.
+/* Check protocols=: every name must be a protocol this libcurl has.
+ * (Redirects may use the same list without file: engine.c checks each
+ * redirect itself.)
  */
 static int
 check_protocols (void)
 {
   const char *p = cfg.protocols;
-  size_t len, used = 0;
+  size_t len;
 
-  cfg.redir_protocols = calloc (1, strlen (p) + 1);
-  if (cfg.redir_protocols == NULL) {
-    nbdkit_error ("calloc: %m");
-    return -1;
-  }
   while (*p != '\0') {
     len = strcspn (p, ",");
     if (len == 0 || !libcurl_has_protocol (p, len)) {
@@ -393,17 +394,26 @@ check_protocols (void)
                     cfg.protocols, (int) len, p);
       return -1;
     }
-    if (!(len == 4 && strncasecmp (p, "file", 4) == 0)) {
-      if (used > 0)
-        cfg.redir_protocols[used++] = ',';
-      memcpy (cfg.redir_protocols + used, p, len);
-      used += len;
-    }
     p += len;
     if (*p == ',')
       p++;
   }
   return 0;
+}
+
+/* Is the scheme (of url= or of a redirect) one that protocols= allows? */
+bool
+config_allows_scheme (const char *scheme)
+{
+  const char *p;
+  size_t len;
+
+  for (p = cfg.protocols; *p != '\0'; p += len + (p[len] == ',')) {
+    len = strcspn (p, ",");
+    if (strlen (scheme) == len && strncasecmp (p, scheme, len) == 0)
+      return true;
+  }
+  return false;
 }
 
 /* The URL must parse and its scheme must be allowed by protocols=. */
@@ -413,9 +423,7 @@ check_url (void)
   CURLU *u;
   CURLUcode rc;
   char *scheme = NULL;
-  const char *p;
-  size_t len;
-  bool allowed = false;
+  bool allowed;
 
   u = curl_url ();
   if (u == NULL) {
@@ -431,11 +439,7 @@ check_url (void)
     return -1;
   }
 
-  for (p = cfg.protocols; *p != '\0'; p += len + (p[len] == ',')) {
-    len = strcspn (p, ",");
-    if (strlen (scheme) == len && strncasecmp (p, scheme, len) == 0)
-      allowed = true;
-  }
+  allowed = config_allows_scheme (scheme);
   cfg.is_file = strcasecmp (scheme, "file") == 0;
   if (!allowed)
     nbdkit_error ("url: the scheme '%s' of '%s' is not in protocols=%s",
@@ -484,8 +488,6 @@ config_unload (void)
   cfg.headers = NULL;
   free (cfg.password);
   cfg.password = NULL;
-  free (cfg.redir_protocols);
-  cfg.redir_protocols = NULL;
   free (cfg.cookie);
   cfg.cookie = NULL;
   free (cfg.proxy_password);

@@ -58,8 +58,9 @@ struct curl_config {
   const char *user;
   char *password;               /* from nbdkit_read_password */
   bool followlocation;
+  bool location_trusted;        /* secrets to other origins too */
+  bool insecure_redirect;       /* follow https to http */
   const char *protocols;        /* allowed schemes, libcurl spelling */
-  char *redir_protocols;        /* protocols minus file */
   const char *user_agent;
   bool is_file;                 /* the URL's scheme is file:// */
   char *cookie;                 /* from nbdkit_read_password */
@@ -81,6 +82,7 @@ extern struct curl_config cfg;
 
 extern int config_set (const char *key, const char *value);
 extern int config_complete (void);
+extern bool config_allows_scheme (const char *scheme);
 extern void config_unload (void);
 
 #define DEFAULT_CONNECTIONS 4
@@ -103,6 +105,8 @@ extern void config_unload (void);
   "user=<USER>               User name for authentication.\n"          \
   "password=<PASSWORD>       Password (or -, +FILE, -FD).\n"           \
   "followlocation=false      Do not follow redirects.\n"               \
+  "location-trusted=true     Send credentials to redirected origins.\n" \
+  "insecure-redirect=true    Follow redirects from https to http.\n"   \
   "protocols=<LIST>          Allowed schemes (default http,https,file).\n" \
   "user-agent=<STR>          User-Agent header to send.\n"            \
   "cookie=<COOKIE>           Cookie to send (or -, +FILE, -FD).\n"     \

@@ -28,6 +28,13 @@
  * run in the header callback, so a server that ignores Range and starts
  * sending the whole object is cut off after its headers, not after the
  * whole object.
+ *
+ * Redirects are followed here, not by libcurl, one exchange per hop
+ * (attempt, follow): libcurl would send cookie= and header= values to
+ * any host a server names, follow https to http, and turn a PUT
+ * answered with 303 into a GET reported as a write.  Here each hop's
+ * scheme is checked, only url='s own origin gets the user's secrets,
+ * and a write follows only 307 and 308.
  */
 
 #include <config.h>
@@ -109,7 +116,14 @@ struct xfer {
   bool headers_done;
   char etag[sizeof object.etag];
   char last_modified[sizeof object.last_modified];
+  bool bad_validator;           /* one had control characters */
+  int64_t unsatisfied_total;    /* a 416's Content-Range total, or -1 */
   char boundary[72];            /* of a multipart/byteranges answer */
+  bool redirect;                /* a redirect to follow: body ignored */
+  char location[8192];          /* its Location, "" if too long */
+  bool allow_empty;             /* probe: an empty object is an answer */
+  bool empty;                   /* ... and this answer says it is one */
+  uint64_t ignored;             /* body bytes of such answers */
 
   uint64_t done;                /* body bytes received or sent */
   struct multipart mp;          /* GET of several spans: the body parser */
@@ -119,6 +133,50 @@ struct xfer {
   bool reported;                /* the error was reported where it arose */
   unsigned retry_after_ms;      /* from Retry-After, 0 if none */
 };
+
+/* The origin of a URL (RFC 6454 4): who may see the user's secrets. */
+struct origin {
+  char scheme[16];
+  char host[256];
+  long port;
+};
+
+/* The origin of url= (not for file:). */
+static struct origin home;
+
+/* 0, or -1 if the URL has no scheme, host and port. */
+static int
+get_origin (const char *url, struct origin *o)
+{
+  CURLU *u = curl_url ();
+  char *scheme = NULL, *host = NULL, *port = NULL;
+  int r = -1;
+
+  if (u != NULL &&
+      curl_url_set (u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get (u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      curl_url_get (u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+      curl_url_get (u, CURLUPART_PORT, &port,
+                    CURLU_DEFAULT_PORT) == CURLUE_OK &&
+      strlen (scheme) < sizeof o->scheme && strlen (host) < sizeof o->host) {
+    strcpy (o->scheme, scheme);
+    strcpy (o->host, host);
+    o->port = strtol (port, NULL, 10);
+    r = 0;
+  }
+  curl_free (scheme);
+  curl_free (host);
+  curl_free (port);
+  curl_url_cleanup (u);
+  return r;
+}
+
+static bool
+same_origin (const struct origin *a, const struct origin *b)
+{
+  return strcasecmp (a->scheme, b->scheme) == 0 &&
+    strcasecmp (a->host, b->host) == 0 && a->port == b->port;
+}
 
 static void
 share_lock (CURL *easy, curl_lock_data data, curl_lock_access access,
@@ -153,6 +211,10 @@ engine_init (void)
    * brings is sent on every connection.
    */
   curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE);
+  if (!cfg.is_file && get_origin (cfg.url, &home) == -1) {
+    nbdkit_error ("url: %s: no scheme, host and port", cfg.url);
+    return -1;
+  }
   return 0;
 }
 
@@ -237,16 +299,28 @@ debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
   return 0;
 }
 
+/* A validator goes back to the server in If-Match or
+ * If-Unmodified-Since, so one with control characters (a CR would end
+ * that header and start another of the server's choosing) or a NUL is
+ * never kept, only noted.  One longer than the field is kept empty
+ * rather than cut: a truncated ETag would compare equal to a different
+ * one.
+ */
 static void
-copy_value (char *dst, size_t dstlen, const char *v)
+copy_validator (struct xfer *x, char *dst, size_t dstlen, const char *v,
+                size_t len)
 {
-  /* A validator longer than the field is kept empty rather than cut:
-   * a truncated ETag would compare equal to a different one.
-   */
-  if (strlen (v) < dstlen)
-    strcpy (dst, v);
-  else
-    dst[0] = '\0';
+  size_t i;
+
+  dst[0] = '\0';
+  for (i = 0; i < len; i++) {
+    if ((unsigned char) v[i] < 0x20 || v[i] == 0x7f) {
+      x->bad_validator = true;
+      return;
+    }
+  }
+  if (len < dstlen)
+    memcpy (dst, v, len + 1);
 }
 
 /* Statuses that say "not now" rather than "no" (RFC 9110 15.5.9,
@@ -290,6 +364,12 @@ same_object (struct xfer *x)
   }
   if (!pin)
     return true;
+  if (x->bad_validator) {
+    snprintf (x->why, sizeof x->why, "the server sent an ETag or "
+              "Last-Modified with control characters: the object cannot "
+              "be identified");
+    return false;
+  }
   if (object.etag[0] && strncmp (object.etag, "W/", 2) != 0) {
     if (x->etag[0] && strcmp (x->etag, object.etag) != 0)
       was = object.etag, now = x->etag;
@@ -332,6 +412,32 @@ multi_headers_end (struct xfer *x)
   return bad_status (x);
 }
 
+/* Redirects that name a new location for the same request (RFC 9110
+ * 15.4).  attempt follows them itself, not libcurl, to choose what each
+ * hop may carry.
+ */
+static bool
+is_redirect (const struct xfer *x)
+{
+  switch (x->status) {
+  case 301: case 302: case 303: case 307: case 308:
+    return cfg.followlocation && x->has_location;
+  default:
+    return false;
+  }
+}
+
+/* The answer to the probe's one-byte GET that proves the object empty:
+ * 416 with "Content-Range: bytes STAR/0" (nginx, RFC 9110 15.5.17), or
+ * 200 with no body (Apache ignores a Range for an empty file).
+ */
+static bool
+is_empty_answer (const struct xfer *x)
+{
+  return (x->status == 416 && x->unsatisfied_total == 0) ||
+    (x->status == 200 && x->content_length == 0);
+}
+
 /* Called at the end of each header block.  Returns false to abort. */
 static bool
 headers_end (struct xfer *x)
@@ -340,10 +446,11 @@ headers_end (struct xfer *x)
 
   if (x->status >= 100 && x->status <= 199)
     return true;                /* interim answer, the real one follows */
-  if (x->status >= 300 && x->status <= 399 &&
-      cfg.followlocation && x->has_location)
-    return true;                /* libcurl follows it */
   x->headers_done = true;
+  if (is_redirect (x)) {
+    x->redirect = true;
+    return true;
+  }
   /* Over HTTP a GET must be 206 with exactly the requested range;
    * file:// has no status or headers to check.
    */
@@ -351,6 +458,10 @@ headers_end (struct xfer *x)
     return true;
   if (x->nspans > 1)
     return multi_headers_end (x);
+  if (x->allow_empty && is_empty_answer (x)) {
+    x->empty = true;
+    return true;
+  }
 
   if (x->status == 200) {
     snprintf (x->why, sizeof x->why,
@@ -407,6 +518,24 @@ ack_now (struct xfer *x)
     setsockopt (x->conn->sock, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
 }
 
+/* A Location header's value, kept whole for follow; one too long for
+ * the field, or with a NUL, is kept empty (and refused there).
+ */
+static void
+note_location (struct xfer *x, const char *v, size_t len)
+{
+  while (len > 0 && (*v == ' ' || *v == '\t'))
+    v++, len--;
+  while (len > 0 && strchr (" \t\r\n", v[len - 1]) != NULL)
+    len--;
+  x->has_location = true;
+  x->location[0] = '\0';
+  if (len < sizeof x->location && memchr (v, '\0', len) == NULL) {
+    memcpy (x->location, v, len);
+    x->location[len] = '\0';
+  }
+}
+
 static size_t
 header_cb (char *data, size_t size, size_t nmemb, void *opaque)
 {
@@ -414,9 +543,16 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   size_t len = size * nmemb;
   char line[1024];
   char *v, *end;
+  size_t vlen;
 
   if (len == 0 || (len <= 2 && (data[0] == '\r' || data[0] == '\n')))
     return headers_end (x) ? len : 0;
+
+  /* Presigned URLs make Locations longer than other headers. */
+  if (len >= 9 && strncasecmp (data, "location:", 9) == 0) {
+    note_location (x, data + 9, len - 9);
+    return len;
+  }
 
   /* Keep a NUL-terminated copy without the line ending.  A longer line
    * is none of the headers this callback looks at, all of which are short.
@@ -435,6 +571,9 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     x->content_length = -1;
     x->has_content_range = x->has_location = x->headers_done = false;
     x->etag[0] = x->last_modified[0] = x->boundary[0] = '\0';
+    x->bad_validator = x->redirect = x->empty = false;
+    x->unsatisfied_total = -1;
+    x->location[0] = '\0';
     x->retry_after_ms = 0;
     return len == 0 ? 0 : size * nmemb;
   }
@@ -444,23 +583,32 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     return size * nmemb;
   *v++ = '\0';
   v += strspn (v, " \t");
-  for (end = v + strlen (v); end > v && (end[-1] == ' ' || end[-1] == '\t');)
-    *--end = '\0';
-
+  /* From the line's end, not the first NUL: a validator with a NUL in
+   * it must be seen whole to be refused.
+   */
+  for (end = line + len; end > v && (end[-1] == ' ' || end[-1] == '\t');)
+    end--;
+  *end = '\0';
+  vlen = end - v;
   if (strcasecmp (line, "content-length") == 0)
     x->content_length = parse_number (v, NULL);
   else if (strcasecmp (line, "content-range") == 0) {
+    const char *p;
+
     x->has_content_range = parse_content_range (v, &x->cr_first,
                                                 &x->cr_last, &x->cr_total);
-    if (!x->has_content_range)
-      nbdkit_debug ("%s: ignoring malformed Content-Range: %s", x->what, v);
+    if (strncasecmp (v, "bytes */", 8) == 0) {
+      x->unsatisfied_total = parse_number (v + 8, &p);
+      if (x->unsatisfied_total >= 0 && *p != '\0')
+        x->unsatisfied_total = -1;
+    }
+    else if (!x->has_content_range)
+      nbdkit_debug ("%s: ignoring a malformed Content-Range", x->what);
   }
   else if (strcasecmp (line, "content-type") == 0) {
     if (!parse_multipart_type (v, x->boundary, sizeof x->boundary))
       x->boundary[0] = '\0';
   }
-  else if (strcasecmp (line, "location") == 0)
-    x->has_location = true;
   else if (strcasecmp (line, "retry-after") == 0) {
     /* Seconds; an HTTP-date is left to the backoff. */
     int64_t secs = parse_number (v, NULL);
@@ -469,11 +617,17 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
         ? MAX_RETRY_DELAY_MS : (unsigned) secs * 1000;
   }
   else if (strcasecmp (line, "etag") == 0)
-    copy_value (x->etag, sizeof x->etag, v);
+    copy_validator (x, x->etag, sizeof x->etag, v, vlen);
   else if (strcasecmp (line, "last-modified") == 0)
-    copy_value (x->last_modified, sizeof x->last_modified, v);
+    copy_validator (x, x->last_modified, sizeof x->last_modified, v, vlen);
   return size * nmemb;
 }
+
+/* The body of an answer that carries no bytes of the object (to a PUT,
+ * a redirect, a 416) is read so that the connection can be kept, up to
+ * this much; past it the connection is dropped instead.
+ */
+#define MAX_IGNORED_BODY (1024 * 1024)
 
 static size_t
 write_cb (char *data, size_t size, size_t nmemb, void *opaque)
@@ -481,8 +635,10 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
   struct xfer *x = opaque;
   size_t len = size * nmemb;
 
-  if (x->method != GET)
-    return len;                 /* the body of an answer to PUT: unused */
+  if (x->method != GET || x->redirect || x->empty) {
+    x->ignored += len;
+    return x->ignored <= MAX_IGNORED_BODY ? len : 0;
+  }
 
   /* Over HTTP the headers were validated already; file:// has none. */
   if (!cfg.is_file && !x->headers_done) {
@@ -519,6 +675,20 @@ read_cb (char *data, size_t size, size_t nmemb, void *opaque)
   memcpy (data, x->wbuf + x->done, len);
   x->done += len;
   return len;
+}
+
+/* libcurl rewinds a PUT's body when it sends it again: on a kept-alive
+ * connection that the server had closed meanwhile.
+ */
+static int
+seek_cb (void *opaque, curl_off_t offset, int origin)
+{
+  struct xfer *x = opaque;
+
+  if (origin != SEEK_SET || offset < 0 || offset > x->count)
+    return CURL_SEEKFUNC_CANTSEEK;
+  x->done = offset;
+  return CURL_SEEKFUNC_OK;
 }
 
 /* libcurl tells no socket during a transfer (CURLINFO_ACTIVESOCKET is
@@ -559,13 +729,12 @@ setup_handle (struct conn *c)
   SET (CURLOPT_NOSIGNAL, 1L);
   SET (CURLOPT_SHARE, share);
   SET (CURLOPT_PROTOCOLS_STR, cfg.protocols);
-  SET (CURLOPT_REDIR_PROTOCOLS_STR, cfg.redir_protocols);
-  SET (CURLOPT_FOLLOWLOCATION, cfg.followlocation ? 1L : 0L);
+  /* attempt follows redirects itself (see follow). */
+  SET (CURLOPT_FOLLOWLOCATION, 0L);
   /* Through a proxy, an https URL's answer is preceded by the proxy's
    * "200 Connection established": not the answer to check.
    */
   SET (CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-  SET (CURLOPT_MAXREDIRS, 20L);
   /* HTTP/1.1 by default (http-version= changes it), even where the
    * server offers HTTP/2 over TLS: each handle
    * owns its connection, so multiplexing gains nothing, and libcurl
@@ -586,14 +755,8 @@ setup_handle (struct conn *c)
     SET (CURLOPT_CAINFO, cfg.cainfo);
   if (cfg.capath)
     SET (CURLOPT_CAPATH, cfg.capath);
-  if (cfg.user)
-    SET (CURLOPT_USERNAME, cfg.user);
-  if (cfg.password)
-    SET (CURLOPT_PASSWORD, cfg.password);
   if (cfg.user_agent)
     SET (CURLOPT_USERAGENT, cfg.user_agent);
-  if (cfg.cookie)
-    SET (CURLOPT_COOKIE, cfg.cookie);
   if (cfg.cookiefile)
     SET (CURLOPT_COOKIEFILE, cfg.cookiefile);
   if (cfg.cookiejar)
@@ -617,8 +780,6 @@ setup_handle (struct conn *c)
   if (cfg.resolve)
     SET (CURLOPT_RESOLVE, cfg.resolve);
   SET (CURLOPT_IPRESOLVE, cfg.ipresolve);
-  if (cfg.aws_sigv4)
-    SET (CURLOPT_AWS_SIGV4, cfg.aws_sigv4);
   SET (CURLOPT_HTTPHEADER, cfg.headers);
   SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
   SET (CURLOPT_SOCKOPTDATA, c);
@@ -627,6 +788,7 @@ setup_handle (struct conn *c)
   SET (CURLOPT_HEADERFUNCTION, header_cb);
   SET (CURLOPT_WRITEFUNCTION, write_cb);
   SET (CURLOPT_READFUNCTION, read_cb);
+  SET (CURLOPT_SEEKFUNCTION, seek_cb);
   if (curl_debug_verbose) {
     SET (CURLOPT_VERBOSE, 1L);
     SET (CURLOPT_DEBUGFUNCTION, debug_cb);
@@ -692,27 +854,29 @@ append (struct curl_slist **list, const char *h)
 
 /* The headers of one request, in a list of its own (libcurl does not
  * copy it, and header-script may replace its part meanwhile): the
- * user's, header-script's, then what the request itself needs.
+ * user's and header-script's (only where the user's credentials may go:
+ * see follow), then what the request itself needs.
  *
  * A PUT carries Content-Range.  RFC 9110 leaves partial PUT to the
  * server; Apache mod_dav and lighttpd take it.  "Expect:" stops libcurl
  * waiting for 100 Continue, a round trip per write.
  */
 static int
-request_headers (const struct xfer *x, struct curl_slist **list)
+request_headers (const struct xfer *x, bool trusted,
+                 struct curl_slist **list)
 {
   const struct curl_slist *u;
   char range[80];
   bool pin, has_sha = false;
 
   *list = NULL;
-  for (u = cfg.headers; u != NULL; u = u->next) {
+  for (u = trusted ? cfg.headers : NULL; u != NULL; u = u->next) {
     if (!append (list, u->data))
       goto nomem;
     if (strncasecmp (u->data, "x-amz-content-sha256:", 21) == 0)
       has_sha = true;
   }
-  if (script_headers (list) == -1)
+  if (trusted && script_headers (list) == -1)
     return -1;
   if (x->method == GET) {
     LOCK_FOR_SCOPE (&pin_lock);
@@ -726,7 +890,7 @@ request_headers (const struct xfer *x, struct curl_slist **list)
     if (!append (list, range) || !append (list, "Expect:"))
       goto nomem;
   }
-  if (cfg.aws_sigv4 && !has_sha &&
+  if (trusted && cfg.aws_sigv4 && !has_sha &&
       !append (list, x->method == PUT
                ? "x-amz-content-sha256: UNSIGNED-PAYLOAD"
                : "x-amz-content-sha256: " EMPTY_SHA256))
@@ -772,9 +936,13 @@ transient_error (CURLcode rc)
   }
 }
 
-/* One try of the request on handle c: 0, or -1 with x->why set. */
+/* One exchange of the request on handle c with the server at url:
+ * 0, or -1 with x->why set (or the error reported, x->reported).
+ * Only where trusted does it carry the user's credentials, cookie and
+ * headers.
+ */
 static int
-attempt (struct conn *c, struct xfer *x)
+exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
 {
   CURL *e = c->easy;
   CURLcode rc;
@@ -783,23 +951,27 @@ attempt (struct conn *c, struct xfer *x)
   CLEANUP_FREE char *cookie = NULL;
   curl_off_t usecs = 0;
 
-  x->content_length = x->cr_total = -1;
+  x->content_length = x->cr_total = x->unsatisfied_total = -1;
   x->status = 0;
-  x->done = 0;
+  x->done = x->ignored = 0;
   x->why[0] = '\0';
   x->transient = x->not_multi = x->headers_done = x->reported = false;
+  x->redirect = x->empty = false;
   x->retry_after_ms = 0;
   /* These report their own errors. */
-  if (request_headers (x, &headers) == -1 || script_cookie (&cookie) == -1) {
+  if (request_headers (x, trusted, &headers) == -1 ||
+      (trusted && script_cookie (&cookie) == -1)) {
     x->reported = true;
     return -1;
   }
 
   x->conn = c;
   c->errbuf[0] = '\0';
+  curl_easy_setopt (e, CURLOPT_URL, url);
   curl_easy_setopt (e, CURLOPT_HEADERDATA, x);
   curl_easy_setopt (e, CURLOPT_WRITEDATA, x);
   curl_easy_setopt (e, CURLOPT_READDATA, x);
+  curl_easy_setopt (e, CURLOPT_SEEKDATA, x);
   switch (x->method) {
   case HEAD:
     /* The handle may have made a PUT last: back to GET, then HEAD. */
@@ -819,15 +991,20 @@ attempt (struct conn *c, struct xfer *x)
     break;
   }
   curl_easy_setopt (e, CURLOPT_HTTPHEADER, headers);
-  /* libcurl copies the string; cookie-script may change it. */
-  if (cookie)
-    curl_easy_setopt (e, CURLOPT_COOKIE, cookie);
+  /* libcurl copies the strings.  NULL sends none (the URL's own
+   * user:password@ still counts).
+   */
+  curl_easy_setopt (e, CURLOPT_USERNAME, trusted ? cfg.user : NULL);
+  curl_easy_setopt (e, CURLOPT_PASSWORD, trusted ? cfg.password : NULL);
+  curl_easy_setopt (e, CURLOPT_AWS_SIGV4, trusted ? cfg.aws_sigv4 : NULL);
+  curl_easy_setopt (e, CURLOPT_COOKIE,
+                    !trusted ? NULL : cookie ? cookie : cfg.cookie);
 
   rc = curl_easy_perform (e);
   if (curl_debug_times) {
     curl_easy_getinfo (e, CURLINFO_TOTAL_TIME_T, &usecs);
     nbdkit_debug ("%s %s: %" PRIu64 "+%" PRIu32 " in %u ranges: HTTP %ld: "
-                  "%" PRIi64 " us", x->what, cfg.url, x->offset, x->count,
+                  "%" PRIi64 " us", x->what, url, x->offset, x->count,
                   x->nspans, x->status, (int64_t) usecs);
   }
 
@@ -838,6 +1015,11 @@ attempt (struct conn *c, struct xfer *x)
 
   if (x->why[0] != '\0')
     return -1;                  /* refused by a callback, reason set */
+  /* write_cb stops reading a long body that carries none of the
+   * object's bytes: the answer itself is complete.
+   */
+  if (rc == CURLE_WRITE_ERROR && x->ignored > MAX_IGNORED_BODY)
+    rc = CURLE_OK;
   if (rc != CURLE_OK) {
     x->transient = transient_error (rc) &&
       (serving || (rc != CURLE_COULDNT_CONNECT &&
@@ -846,6 +1028,8 @@ attempt (struct conn *c, struct xfer *x)
               c->errbuf[0] ? ": " : "", c->errbuf);
     return -1;
   }
+  if (x->redirect || x->empty)
+    return 0;
   /* A body cut short without a transport error (a server that closed
    * a chunked answer early, file:// at end of file) is an error too.
    */
@@ -872,6 +1056,117 @@ attempt (struct conn *c, struct xfer *x)
   return 0;
 }
 
+#define MAX_REDIRECTS 20
+
+/* The redirect that the answer in x asks for, if the rules allow it:
+ * its URL (to free), or NULL with x->why set.  *from is the origin the
+ * request went to, and becomes the new one; *trusted says whether the
+ * new location may have the user's credentials, cookie and headers:
+ * only url='s own origin, unless location-trusted=true (libcurl itself
+ * withholds only user= and password= from another host, and would send
+ * cookie= and header= anywhere).
+ */
+static char *
+follow (struct xfer *x, const char *from_url, struct origin *from,
+        bool *trusted)
+{
+  CURLU *u = curl_url ();
+  char *scheme = NULL, *target = NULL, *url = NULL;
+  struct origin to;
+
+  /* RFC 9110 15.4: a client may turn a POST into a GET on 301/302, and
+   * 303 asks for a GET; a write must never become a read of the object
+   * that is then taken for success.  307 and 308 keep the method.
+   */
+  if (x->method == PUT && x->status != 307 && x->status != 308) {
+    snprintf (x->why, sizeof x->why, "the server answered the PUT with "
+              "HTTP %ld, a redirect that would turn the write into a GET: "
+              "the write was not done", x->status);
+    goto out;
+  }
+  /* Relative to the URL that answered (RFC 9110 10.2.2), as libcurl
+   * would, which also refuses control characters.
+   */
+  if (u == NULL || x->location[0] == '\0' ||
+      curl_url_set (u, CURLUPART_URL, from_url, 0) != CURLUE_OK ||
+      curl_url_set (u, CURLUPART_URL, x->location,
+                    CURLU_NON_SUPPORT_SCHEME | CURLU_URLENCODE |
+                    CURLU_ALLOW_SPACE) != CURLUE_OK ||
+      curl_url_get (u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
+    snprintf (x->why, sizeof x->why, "HTTP %ld redirect without a usable "
+              "Location", x->status);
+    goto out;
+  }
+  if (strcasecmp (scheme, "file") == 0 || !config_allows_scheme (scheme)) {
+    snprintf (x->why, sizeof x->why, "HTTP %ld redirect to a %.15s: URL, "
+              "which is not followed (protocols=%.80s; never file)",
+              x->status, scheme, cfg.protocols);
+    goto out;
+  }
+  if (curl_url_get (u, CURLUPART_URL, &target, 0) != CURLUE_OK ||
+      get_origin (target, &to) == -1) {
+    snprintf (x->why, sizeof x->why, "HTTP %ld redirect without a usable "
+              "Location", x->status);
+    goto out;
+  }
+  if (strcasecmp (from->scheme, "https") == 0 &&
+      strcasecmp (to.scheme, "https") != 0 && !cfg.insecure_redirect) {
+    snprintf (x->why, sizeof x->why, "HTTP %ld redirect from https to "
+              "%.15s://%.80s:%ld refused: the disk's bytes and any "
+              "credentials would travel unencrypted "
+              "(insecure-redirect=true allows it)",
+              x->status, to.scheme, to.host, to.port);
+    goto out;
+  }
+  url = strdup (target);
+  if (url == NULL) {
+    snprintf (x->why, sizeof x->why, "strdup: out of memory");
+    goto out;
+  }
+  *trusted = same_origin (&to, &home) || cfg.location_trusted;
+  nbdkit_debug ("%s: HTTP %ld: redirected to %s://%s:%ld, %s", x->what,
+                x->status, to.scheme, to.host, to.port,
+                *trusted ? "with credentials" : "another origin: without "
+                "the user's credentials, cookie and headers");
+  *from = to;
+
+ out:
+  curl_free (scheme);
+  curl_free (target);
+  curl_url_cleanup (u);
+  return url;
+}
+
+/* One try of the request on handle c, following redirects: 0, or -1
+ * with x->why set (or x->reported).
+ */
+static int
+attempt (struct conn *c, struct xfer *x)
+{
+  struct origin at = home;
+  const char *url = cfg.url;
+  CLEANUP_FREE char *next = NULL;
+  bool trusted = true;
+  unsigned hops;
+
+  for (hops = 0;; hops++) {
+    if (exchange (c, x, url, trusted) == -1)
+      return -1;
+    if (!x->redirect)
+      return 0;
+    if (hops == MAX_REDIRECTS) {
+      snprintf (x->why, sizeof x->why, "more than %d redirects",
+                MAX_REDIRECTS);
+      return -1;
+    }
+    url = follow (x, url, &at, &trusted);
+    free (next);
+    next = (char *) url;
+    if (next == NULL)
+      return -1;
+  }
+}
+
 /* Run one request on handle c, again after transient failures (with
  * backoff, or the server's Retry-After if longer).  Reports errors
  * itself and returns -1.  -2 (logged for debugging only): a multi-range
@@ -883,7 +1178,6 @@ perform_on (struct conn *c, struct xfer *x)
 {
   char where[80] = "";
   unsigned try, delay;
-  struct timespec ts;
 
   if (x->method == GET)
     snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64 "%s",
@@ -912,10 +1206,16 @@ perform_on (struct conn *c, struct xfer *x)
       delay = MAX_RETRY_DELAY_MS;
     nbdkit_debug ("%s: %s%s: %s: retry %u of %u in %u ms", x->what, cfg.url,
                   where, x->why, try + 1, cfg.retries, delay);
-    ts.tv_sec = delay / 1000;
-    ts.tv_nsec = (delay % 1000) * 1000000L;
-    while (nanosleep (&ts, &ts) == -1 && errno == EINTR)
-      ;
+    /* nbdkit's sleep ends early when nbdkit shuts down or the client
+     * goes away: neither waits for the back-off.
+     */
+    if (nbdkit_nanosleep (delay / 1000, (delay % 1000) * 1000000) == -1) {
+      nbdkit_error ("%s: %s%s: %s (not retried: nbdkit is shutting down "
+                    "or the client disconnected)", x->what, cfg.url, where,
+                    x->why);
+      errno = ESHUTDOWN;
+      return -1;
+    }
   }
   if (!x->reported)
     nbdkit_error ("%s: %s%s: %s%s", x->what, cfg.url, where, x->why,
@@ -943,6 +1243,9 @@ perform (struct xfer *x)
 static void
 copy_info (struct object_info *info, const struct xfer *x)
 {
+  if (x->bad_validator)
+    nbdkit_debug ("%s: %s: the server sent an ETag or Last-Modified with "
+                  "control characters: not used", x->what, cfg.url);
   info->status = x->status;
   strcpy (info->etag, x->etag);
   strcpy (info->last_modified, x->last_modified);
@@ -1004,7 +1307,8 @@ engine_head (struct object_info *info)
 }
 
 /* GET of one byte at offset: the proof that ranges work, and the size
- * from the Content-Range total when HEAD could not give it.
+ * from the Content-Range total when HEAD could not give it (info->size
+ * < 0).  Then an answer that proves the object empty gives a size of 0.
  */
 int
 engine_get_byte (struct object_info *info, uint64_t offset)
@@ -1018,13 +1322,14 @@ engine_get_byte (struct object_info *info, uint64_t offset)
   struct xfer x = {
     .method = GET, .what = "GET", .offset = offset, .count = 1,
     .spans = &span, .nspans = 1, .expect_total = info->size,
+    .allow_empty = info->size < 0,
   };
 
   if (perform (&x) == -1)
     return -1;
   copy_info (info, &x);
   if (!cfg.is_file)
-    info->size = x.cr_total;
+    info->size = x.empty ? 0 : x.cr_total;
   return 0;
 }
 
@@ -1048,12 +1353,14 @@ engine_get_spans (struct conn *c, struct span *spans, unsigned nspans)
 }
 
 /* Partial PUT is an extension a server may ignore, replacing the whole
- * object with one block.  So the first accepted write is checked with a
- * HEAD before any other write is sent: a server that ignored
- * Content-Range left an object of 'count' bytes, never of the original
- * size (offset + count <= size, with equality only when the block was
- * the whole object, which is then correct).  Writes wait at the gate
- * until that check is done.
+ * object with one block.  So each accepted write is checked with a HEAD
+ * before any other write is sent, until one write proves the server
+ * honours Content-Range: a server that ignored it left an object of
+ * 'count' bytes, never of the original size, since offset + count <=
+ * size.  A write of the whole object proves nothing (its result is the
+ * same either way, so it is correct, but the next partial write is not
+ * safe), so the checks go on after it.  Writes wait at the gate until
+ * the check is done.
  */
 static struct {
   pthread_mutex_t lock;
@@ -1143,10 +1450,10 @@ engine_pwrite (const void *buf, uint32_t count, uint64_t offset)
   }
 
   pthread_mutex_lock (&gate.lock);
-  /* A refused write or a failed HEAD proves nothing either way: the
-   * next write is checked instead.
+  /* A refused write, a failed HEAD or a write of the whole object
+   * proves nothing either way: the next write is checked instead.
    */
-  if (checked == 0)
+  if (checked == 0 && count != object.size)
     gate.state = CHECKED;
   else if (checked == 1)
     gate.state = BROKEN;

@@ -92,7 +92,12 @@ available_locked (void)
   return pool.nr_free > 0 || pool.nr_made < cfg.connections;
 }
 
-/* An idle handle, else a new one.  Only when available_locked(). */
+static void wake_leader_locked (void);
+
+/* An idle handle, else a new one.  Only when available_locked().  When
+ * a new one cannot be made, the slot is still free: the next waiter is
+ * woken to try for itself rather than wait for a handle to come back.
+ */
 static struct conn *
 take_locked (void)
 {
@@ -101,8 +106,12 @@ take_locked (void)
   if (pool.nr_free > 0)
     return pool.free[--pool.nr_free];
   c = engine_conn_new ();
-  if (c != NULL)
-    pool.nr_made++;
+  if (c == NULL) {
+    pthread_cond_signal (&pool.cond);
+    wake_leader_locked ();
+    return NULL;
+  }
+  pool.nr_made++;
   return c;
 }
 

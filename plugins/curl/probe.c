@@ -50,31 +50,29 @@ probe_object (void)
     return engine_serving ();
   }
 
-  if (head.status >= 200 && head.status <= 299 && head.size >= 0)
+  /* A size of 0 from HEAD is confirmed by a GET like a missing one: a
+   * server that says Content-Length: 0 for an object that is not empty
+   * would otherwise give an empty disk without an error.
+   */
+  if (head.status >= 200 && head.status <= 299 && head.size > 0)
     get.size = head.size;
   else if (head_refused (head.status) ||
            (head.status >= 200 && head.status <= 299))
     nbdkit_debug ("HEAD %s: HTTP %ld%s: finding the size with a ranged GET",
                   cfg.url, head.status,
-                  head.size < 0 ? " without Content-Length" : "");
+                  head.size < 0 ? " without Content-Length"
+                  : head.size == 0 ? " with Content-Length: 0" : "");
   else {
     nbdkit_error ("HEAD %s: the server answered HTTP %ld",
                   cfg.url, head.status);
     return -1;
   }
 
-  /* An empty object has no byte 0 to ask for; it also has nothing to
-   * read, so ranges never matter.
-   */
-  if (get.size == 0) {
-    object = head;
-    return engine_serving ();
-  }
-
   /* Accept-Ranges is only a hint (proxies strip it, and some servers
    * send it and then answer 200): a 206 is the proof.  The last byte
    * when the size is known, since s3rver answers "bytes=0-0" with the
-   * whole object (it takes an end of 0 for none); else the first.
+   * whole object (it takes an end of 0 for none); else the first, where
+   * an empty object answers 416 "bytes STAR/0" (or 200 with no body).
    */
   if (engine_get_byte (&get, get.size > 0 ? get.size - 1 : 0) == -1)
     return -1;
@@ -83,8 +81,14 @@ probe_object (void)
                   "object's size (Content-Range total is '*')", cfg.url);
     return -1;
   }
-  /* Validators from HEAD when it answered, else from the GET. */
-  object = head.status >= 200 && head.status <= 299 ? head : get;
+  if (head.size == 0 && get.size > 0)
+    nbdkit_debug ("%s: HEAD said 0 bytes, a ranged GET says %" PRIi64
+                  ": using %" PRIi64, cfg.url, get.size, get.size);
+  /* Validators from HEAD when it answered with the size, else from the
+   * GET.
+   */
+  object = head.status >= 200 && head.status <= 299 &&
+    head.size == get.size ? head : get;
   object.size = get.size;
   nbdkit_debug ("%s: %" PRIi64 " bytes, ETag %s, Last-Modified %s",
                 cfg.url, object.size,
