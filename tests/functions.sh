@@ -477,12 +477,17 @@ EOF
 # $tmp/dav (the served file must be chmod a+rw by the caller), access log
 # $tmp/dav-access.log with one line per request:
 #   METHOD URI RANGE CONTENT-RANGE STATUS
+#   start_apache ['EXTRA CONFIGURATION']
+# EXTRA is appended to httpd.conf with DIR replaced by $tmp and PORT by
+# $dav_port, e.g. (mod_alias answers every method, PUT too):
+#   'LoadModule alias_module /usr/lib/apache2/modules/mod_alias.so
+#    Redirect 307 /r307/disk.img http://127.0.0.1:PORT/disk.img'
 start_apache ()
 {
   requires apache2
   [ -f /usr/lib/apache2/modules/mod_dav_fs.so ] ||
     skip "Apache mod_dav_fs is not installed"
-  local tries
+  local extra=${1:-} tries conf_extra
   mkdir -p "$tmp/dav" "$tmp/lock" "$tmp/apache-run"
   chmod 777 "$tmp/dav" "$tmp/lock"
   # As root, Apache hands its workers to User; without one it picks
@@ -494,6 +499,8 @@ Group www-data"
   fi
   for ((tries = 0; tries < 5; tries++)); do
     dav_port=$(free_port)
+    conf_extra=${extra//DIR/$tmp}
+    conf_extra=${conf_extra//PORT/$dav_port}
     cat >"$tmp/httpd.conf" <<EOF
 ServerRoot "$tmp"
 $user
@@ -517,6 +524,7 @@ DocumentRoot $tmp/dav
   Dav On
   Require all granted
 </Directory>
+$conf_extra
 EOF
     rm -f "$tmp/apache-error.log"
     apache2 -f "$tmp/httpd.conf" -DFOREGROUND </dev/null \
@@ -787,4 +795,84 @@ fault_export ()
   start_nbdkit ro -r "$PLUGIN" "http://127.0.0.1:$fault_port/disk.img" \
                "${@:3}"
   export SIZE=$2 FILE=$tmp/disk.img
+}
+
+# ----------------------------------------------------------------------
+# Another nginx, for tests that need several origins (a redirect from
+# one server to another).  Everything it has is under its own name:
+# configuration and files in $tmp/nginx-NAME (files served from
+# $tmp/nginx-NAME/www), HTTP on ${NAME}_port, HTTPS on ${NAME}_tlsport
+# when make_cert ran first (empty otherwise), its PID in ${NAME}_pid,
+# and an access log $tmp/nginx-NAME.log of the headers that carry
+# secrets, one line per request:
+#   SCHEME PORT METHOD URI STATUS cookie="..." auth="..." token="..."
+#     script="..."
+# (the Cookie, Authorization, X-Token and X-Script headers, "" when
+# absent).  In EXTRA, DIR is replaced by $tmp/nginx-NAME, TLSPORT by its
+# HTTPS port and PORT by its HTTP port.  NAME is a shell identifier.
+#   start_nginx_named NAME ['EXTRA SERVER DIRECTIVES']
+# e.g. start_nginx_named a 'location = /a/x { return 302 /x; }'
+start_nginx_named ()
+{
+  requires nginx
+  local name=$1 extra=${2:-} tries p tp pid conf tls_listen= tls_conf=
+  local dir=$tmp/nginx-$name log=$tmp/nginx-$name.log
+  local errlog=$tmp/nginx-$name-error.log out=$tmp/nginx-$name.out
+  mkdir -p "$dir/www" "$dir/tmp"
+  for ((tries = 0; tries < 5; tries++)); do
+    p=$(free_port)
+    tp=
+    if [ -f "$tmp/cert.pem" ]; then
+      tp=$(free_port)
+      tls_listen="listen 127.0.0.1:$tp ssl http2;"
+      tls_conf="ssl_certificate $tmp/cert.pem;
+    ssl_certificate_key $tmp/key.pem;"
+    fi
+    conf=${extra//DIR/$dir}
+    conf=${conf//TLSPORT/$tp}
+    conf=${conf//PORT/$p}
+    cat >"$dir/nginx.conf" <<EOF
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $errlog;
+events { worker_connections 256; }
+http {
+  log_format secrets '\$scheme \$server_port \$request_method \$request_uri '
+                     '\$status cookie="\$http_cookie" '
+                     'auth="\$http_authorization" token="\$http_x_token" '
+                     'script="\$http_x_script"';
+  access_log $log secrets;
+  client_body_temp_path $dir/tmp; proxy_temp_path $dir/tmp;
+  fastcgi_temp_path $dir/tmp; uwsgi_temp_path $dir/tmp;
+  scgi_temp_path $dir/tmp;
+  server {
+    listen 127.0.0.1:$p;
+    $tls_listen
+    $tls_conf
+    root $dir/www;
+    location = /__ready { access_log off; return 204; }
+    $conf
+  }
+}
+EOF
+    : >"$log"
+    nginx -p "$dir" -e "$errlog" -c "$dir/nginx.conf" -g 'daemon off;' \
+          </dev/null >"$out" 2>&1 &
+    pid=$!
+    _pids+=("$pid")
+    if wait_http "http://127.0.0.1:$p/__ready" "$pid"; then
+      if [ -z "$tp" ] || wait_http "https://127.0.0.1:$tp/__ready" "$pid"
+      then
+        printf -v "${name}_port" %s "$p"
+        printf -v "${name}_tlsport" %s "$tp"
+        printf -v "${name}_pid" %s "$pid"
+        return 0
+      fi
+    fi
+    stop_pid "$pid"
+    grep -q 'in use' "$errlog" "$out" 2>/dev/null ||
+      { cat "$out" "$errlog" >&2; fail "nginx ($name) did not start"; }
+    rm -f "$errlog"
+  done
+  fail "nginx ($name): no free port after $tries tries"
 }
