@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# test-curl-script-limits.sh: timeout= bounds the whole run of a
+# header-script, waiting for it to exit included: a script that prints
+# its headers, closes its output and keeps running fails nbdkit's
+# start-up, or the read that renewed it, after timeout= seconds instead
+# of hanging it.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")}/functions.sh"
+requires_plugin
+requires_nbdsh
+
+# The scripts write the PIDs of the processes they start to
+# $tmp/bg-NAME.pid, so that the test can check they are gone.
+export tmp
+
+# On a plugin that leaves them behind, do not leave them to outlive the
+# test: kill those that are still our sleeps (checked by their command
+# line, as an orphan's PID may have been reused), then clean up as usual.
+_kill_leftovers ()
+{
+  local f pid
+  for f in "$tmp"/bg-*.pid; do
+    [ -s "$f" ] || continue
+    pid=$(cat "$f")
+    if _alive "$pid" &&
+        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q '^sleep '
+    then
+      kill -KILL "$pid" 2>/dev/null || :
+    fi
+  done
+}
+trap '_st=$?; _kill_leftovers; (exit "$_st"); _cleanup' EXIT
+
+start_nginx 'access_log DIR/headers.log hdrs;'
+make_random_file "$tmp/www/disk.img" $((64 * 1024))
+url=http://127.0.0.1:$port/disk.img
+
+# (a) Prints its header, closes its output and keeps running: nbdkit
+# must give up at start-up after timeout=2, not wait for it.
+start=$SECONDS
+expect_nbdkit_fails a -r "$PLUGIN" "$url" timeout=2 \
+  'header-script=echo "X-Token: tok-1"; exec >&-;
+   sleep 100 & echo $! >"$tmp/bg-a.pid"; wait'
+assert_grep_i "$tmp/a.err" "header-script" "timeout="
+[ $((SECONDS - start)) -lt 10 ] ||
+  fail "(a) nbdkit took $((SECONDS - start)) s to give up on the script"
+
+# (b) The same at a renewal: the read that runs the script fails with
+# EIO after timeout=2, and does not hang.
+script='if [ "$iteration" -ge 2 ]; then
+          echo "X-Token: tok-$iteration"; exec >&-
+          sleep 100 & echo $! >"$tmp/bg-b.pid"; wait
+        fi
+        echo "X-Token: tok-1"'
+start_nbdkit b -r "$PLUGIN" "$url" timeout=2 "header-script=$script" \
+  header-script-renew=1
+timeout 20 "$PYTHON_NBD" -m nbd -u "$uri" -c '
+import errno, time
+h.pread(512, 0)
+time.sleep(1.5)
+t = time.monotonic()
+try:
+    h.pread(512, 4096)
+except nbd.Error as e:
+    assert e.errnum == errno.EIO, e.string
+else:
+    raise SystemExit("a read succeeded although header-script hung")
+took = time.monotonic() - t
+assert took < 10, "the failed read took %.1f s" % took
+h.shutdown()
+' || fail "(b) the read after a hanging renewal did not fail in time"
+stop_nbdkit b
+assert_grep_i "$tmp/b.err" "header-script" "timeout="
