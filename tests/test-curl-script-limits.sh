@@ -3,7 +3,9 @@
 # header-script, waiting for it to exit included: a script that prints
 # its headers, closes its output and keeps running fails nbdkit's
 # start-up, or the read that renewed it, after timeout= seconds instead
-# of hanging it.
+# of hanging it.  A script that times out, prints too much or fails is
+# stopped together with every process it started (its process group),
+# so that nothing it left behind keeps running.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -33,6 +35,19 @@ _kill_leftovers ()
 }
 trap '_st=$?; _kill_leftovers; (exit "$_st"); _cleanup' EXIT
 
+# assert_gone NAME: the process in $tmp/bg-NAME.pid exits within 5 s.
+assert_gone ()
+{
+  local pid n
+  [ -s "$tmp/bg-$1.pid" ] || fail "($1) the script did not start its child"
+  pid=$(cat "$tmp/bg-$1.pid")
+  for ((n = 0; n < 50; n++)); do
+    _alive "$pid" || return 0
+    sleep 0.1
+  done
+  fail "($1) process $pid, started by the script, is still running"
+}
+
 start_nginx 'access_log DIR/headers.log hdrs;'
 make_random_file "$tmp/www/disk.img" $((64 * 1024))
 url=http://127.0.0.1:$port/disk.img
@@ -46,6 +61,7 @@ expect_nbdkit_fails a -r "$PLUGIN" "$url" timeout=2 \
 assert_grep_i "$tmp/a.err" "header-script" "timeout="
 [ $((SECONDS - start)) -lt 10 ] ||
   fail "(a) nbdkit took $((SECONDS - start)) s to give up on the script"
+assert_gone a
 
 # (b) The same at a renewal: the read that runs the script fails with
 # EIO after timeout=2, and does not hang.
@@ -73,3 +89,27 @@ h.shutdown()
 ' || fail "(b) the read after a hanging renewal did not fail in time"
 stop_nbdkit b
 assert_grep_i "$tmp/b.err" "header-script" "timeout="
+assert_gone b
+
+# (c) The process group is killed.  At start-up, on timeout, with a
+# child holding the script's output open:
+start=$SECONDS
+expect_nbdkit_fails c1 -r "$PLUGIN" "$url" timeout=2 \
+  'header-script=sleep 300 & echo $! >"$tmp/bg-c1.pid"; echo "X-Token: t"; wait'
+assert_grep_i "$tmp/c1.err" "header-script" "timeout="
+[ $((SECONDS - start)) -lt 10 ] ||
+  fail "(c1) nbdkit took $((SECONDS - start)) s to give up on the script"
+assert_gone c1
+
+# A script that fails, leaving a child behind that does not hold its
+# output:
+expect_nbdkit_fails c2 -r "$PLUGIN" "$url" \
+  'header-script=sleep 300 >/dev/null & echo $! >"$tmp/bg-c2.pid"; exit 5'
+assert_grep_i "$tmp/c2.err" "header-script" "exited with status 5"
+assert_gone c2
+
+# A cookie-script with too much output:
+expect_nbdkit_fails c3 -r "$PLUGIN" "$url" \
+  'cookie-script=sleep 300 >/dev/null & echo $! >"$tmp/bg-c3.pid"; yes a=b'
+assert_grep_i "$tmp/c3.err" "cookie-script" "bytes of output"
+assert_gone c3

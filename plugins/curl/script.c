@@ -23,6 +23,12 @@
  * script may close its output and go on running).  waitid has no time
  * limit, so a thread that lives as long as the run waits in it and
  * closes a pipe when the script has exited; the run polls that pipe.
+ *
+ * It runs in a process group of its own.  When it fails, prints too
+ * much or runs out of time, the whole group is killed, so that nothing
+ * it started goes on running or holds nbdkit's stderr open, and only
+ * then is the script reaped: until then its PID, the group's ID, cannot
+ * be reused.  A process that leaves the group (setsid) is beyond reach.
  */
 
 #include <config.h>
@@ -147,7 +153,7 @@ run (struct script *s, unsigned iteration, char **out)
   char *buf = NULL;
   size_t n = 0, len = 0;
   int fds[2], exitfds[2], err = 0, r = -1, w;
-  bool timed_out = false, waiting = false, exited = false;
+  bool timed_out = false, waiting = false, exited = false, ok = false;
   const char *failed = NULL;    /* a call that failed, its errno in err */
   struct exit_waiter waiter = { .r = -1 };
   pthread_t thread;
@@ -194,8 +200,12 @@ run (struct script *s, unsigned iteration, char **out)
   posix_spawnattr_init (&attr);
   posix_spawnattr_setsigmask (&attr, &none);
   posix_spawnattr_setsigdefault (&attr, &all);
+  /* Its own process group, so that it can be killed with everything it
+   * started.
+   */
+  posix_spawnattr_setpgroup (&attr, 0);
   posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK |
-                            POSIX_SPAWN_SETSIGDEF);
+                            POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   clock_gettime (CLOCK_MONOTONIC, &start);
   err = posix_spawn (&pid, "/bin/sh", &fa, &attr, argv, envp);
   posix_spawnattr_destroy (&attr);
@@ -269,9 +279,12 @@ run (struct script *s, unsigned iteration, char **out)
     }
   }
 
-  /* If it is still running the waiter returns once it is dead. */
+  /* The whole group, and before the script is reaped: until then its
+   * PID, the group's ID, cannot be reused, so this reaches no one else.
+   * If it is still running the waiter returns once it is dead.
+   */
   if (!exited)
-    kill (pid, SIGKILL);
+    kill (-pid, SIGKILL);
   if (waiting)
     pthread_join (thread, NULL);
   close (exitfds[0]);
@@ -279,6 +292,10 @@ run (struct script *s, unsigned iteration, char **out)
     failed = "waitid";
     err = waiter.err;
   }
+  ok = exited && waiter.r == 0 && waiter.info.si_code == CLD_EXITED &&
+    waiter.info.si_status == 0;
+  if (exited && waiter.r == 0 && !ok)
+    kill (-pid, SIGKILL);       /* what a failed script left behind */
   /* Only after its exit or SIGKILL, so this does not block for long. */
   do
     w = waitid (P_PID, pid, &info, WEXITED);
