@@ -5,7 +5,9 @@
 # start-up, or the read that renewed it, after timeout= seconds instead
 # of hanging it.  A script that times out, prints too much or fails is
 # stopped together with every process it started (its process group),
-# so that nothing it left behind keeps running.
+# so that nothing it left behind keeps running.  Output with CRLF line
+# ends, a CRLF blank line included, is accepted and reaches the server
+# without the CRs.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -113,3 +115,25 @@ expect_nbdkit_fails c3 -r "$PLUGIN" "$url" \
   'cookie-script=sleep 300 >/dev/null & echo $! >"$tmp/bg-c3.pid"; yes a=b'
 assert_grep_i "$tmp/c3.err" "cookie-script" "bytes of output"
 assert_gone c3
+
+# (d) CRLF line ends and a CRLF blank line at the end, as a tool that
+# prints HTTP headers may end them: accepted, and the server gets the
+# values without a CR.
+start_nbdkit d -r "$PLUGIN" "$url" \
+  'header-script=printf "X-Token: tok-7\r\nX-Token-Check: tok-7\r\n\r\n"' \
+  'cookie-script=printf "sess=9\r\n\r\n"'
+FILE=$tmp/www/disk.img nbdsh -u "$uri" -c '
+import os
+data = open(os.environ["FILE"], "rb").read()
+assert h.pread(4096, 8192) == data[8192:12288], "the read differs"
+h.shutdown()
+' || fail "(d) a read with CRLF script output failed"
+stop_nbdkit d
+grep 'tok-7' "$tmp/headers.log" >"$tmp/d.log" || :
+grep -qE ' 20[06] cookie="sess=9" token="tok-7" check="tok-7"$' \
+     "$tmp/d.log" || {
+  cat "$tmp/headers.log" >&2
+  fail "(d) nginx did not get the headers and the cookie from CRLF output"
+}
+! grep -vE ' 20[06] cookie="sess=9" token="tok-7" check="tok-7"$' \
+  "$tmp/d.log" || fail "(d) requests with other values: $(cat "$tmp/d.log")"

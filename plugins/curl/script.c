@@ -337,7 +337,7 @@ run (struct script *s, unsigned iteration, char **out)
 static int
 check_output (struct script *s, char *out)
 {
-  char *line, *end;
+  char *line, *end, *stop;
   unsigned n = 0;
 
   if (s == &cookie) {
@@ -351,24 +351,29 @@ check_output (struct script *s, char *out)
     }
     return 0;
   }
-  for (line = out; *line; line = end) {
+  for (line = out; *line; line = end + (*end != '\0')) {
     end = line + strcspn (line, "\n");
     n++;
-    if (end > line && end[-1] == '\r')
-      end[-1] = '\n';        /* an empty line, skipped */
-    if (end > line && memchr (line, ':', end - line) == NULL) {
+    /* A CRLF line end: the line stops before the CR, which becomes an
+     * LF, an empty line that script_headers skips.  So a CRLF blank
+     * line is an empty line too, as an LF one is.
+     */
+    stop = end;
+    if (stop > line && stop[-1] == '\r') {
+      stop--;
+      *stop = '\n';
+    }
+    if (stop > line && memchr (line, ':', stop - line) == NULL) {
       nbdkit_error ("%s: output line %u is not a 'Name: value' header",
                     s->what, n);
       return -1;
     }
     /* A CR inside a line would end the header early on the wire. */
-    if (memchr (line, '\r', end - line) != NULL) {
+    if (memchr (line, '\r', stop - line) != NULL) {
       nbdkit_error ("%s: output line %u has a carriage return in it",
                     s->what, n);
       return -1;
     }
-    if (*end)
-      end++;
   }
   return 0;
 }
