@@ -412,6 +412,40 @@ class MultipartWrongPart(Handler):
         self.multipart(data, ranges)
 
 
+class MultipartFraming(Handler):
+    """Multipart answers framed by NEWLINE (CRLF like every real server,
+    or a bare LF, which RFC 2046 does not allow but a lenient client may
+    take) whose last part carries DELTA more bytes than its own
+    Content-Range says: fewer when negative (the line break that follows
+    then lands where its last bytes should be), the next bytes of the
+    object when positive.  DELTA 0 is a legal answer.  The last part is
+    the one followed by the close delimiter, where trailing bytes are
+    easiest to overlook.  Registered below for each DELTA and NEWLINE."""
+
+    newline = b"\r\n"
+    delta = 0
+
+    def serve_ranges(self, data, ranges):
+        nl = self.newline
+        body = b""
+        for i, (a, b) in enumerate(ranges):
+            part = data[a:b + 1]
+            if i == len(ranges) - 1 and self.delta < 0:
+                part = part[:max(0, len(part) + self.delta)]
+            elif i == len(ranges) - 1 and self.delta > 0:
+                extra = data[b + 1:b + 1 + self.delta]
+                part += extra + b"x" * (self.delta - len(extra))
+            body += (b"--BOUNDARY" + nl +
+                     b"Content-Type: application/octet-stream" + nl +
+                     b"Content-Range: bytes %d-%d/%d" % (a, b, len(data)) +
+                     nl + nl + part + nl)
+        body += b"--BOUNDARY--" + nl
+        self.answer(206, body,
+                    headers=[("Content-Type",
+                              "multipart/byteranges; boundary=BOUNDARY")]
+                    + self.validators())
+
+
 def reset(handler):
     """Close the connection with an RST (SO_LINGER 0), not a FIN."""
     handler.wfile.flush()
@@ -650,6 +684,17 @@ MODES = {
     "wrong-content-range": WrongContentRange,
     "short-body": ShortBody,
 }
+
+# multipart-lf: legal, bare LF framing.  multipart-{short,long}{1,2}-
+# {crlf,lf}: the last part 1 or 2 bytes short or long.
+MODES["multipart-lf"] = type("MultipartLF", (MultipartFraming,),
+                             {"newline": b"\n"})
+for _nl, _nlname in ((b"\r\n", "crlf"), (b"\n", "lf")):
+    for _delta in (-2, -1, 1, 2):
+        _name = "multipart-%s%d-%s" % ("short" if _delta < 0 else "long",
+                                        abs(_delta), _nlname)
+        MODES[_name] = type("MultipartFraming", (MultipartFraming,),
+                            {"newline": _nl, "delta": _delta})
 
 
 class Server(http.server.ThreadingHTTPServer):

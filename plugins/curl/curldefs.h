@@ -176,7 +176,14 @@ extern bool parse_multipart_type (const char *v, char *boundary,
                                   size_t size);
 
 struct multipart {
-  enum { MP_PREAMBLE, MP_HEADERS, MP_DATA, MP_AFTER, MP_END } state;
+  enum {
+    MP_PREAMBLE,                /* lines before the first delimiter */
+    MP_HEADERS,                 /* a part's header lines */
+    MP_DATA,                    /* a part's bytes, counted */
+    MP_BREAK,                   /* the line break right after them */
+    MP_DELIM,                   /* then a delimiter line, nothing else */
+    MP_END,                     /* the epilogue, ignored */
+  } state;
   char delim[80];               /* "--" BOUNDARY */
   struct span *spans;
   unsigned nspans, nfilled;
@@ -184,7 +191,8 @@ struct multipart {
   char line[1024];
   size_t linelen;
   unsigned preamble_lines;
-  bool after_blank;
+  bool crlf;                    /* framing: CRLF, else a bare LF */
+  unsigned breakpos;            /* MP_BREAK: its bytes seen so far */
   bool part_has_range;
   uint64_t part_first, part_last;
   int64_t part_total;

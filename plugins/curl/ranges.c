@@ -8,12 +8,12 @@
  *
  * A multipart body is parsed as it streams in, without buffering it:
  *
- *   --BOUNDARY CRLF
+ *   [preamble] --BOUNDARY CRLF
  *   Content-Type: ... CRLF
  *   Content-Range: bytes FIRST-LAST/TOTAL CRLF
  *   CRLF
  *   (exactly LAST-FIRST+1 bytes) CRLF
- *   --BOUNDARY CRLF ... --BOUNDARY-- CRLF
+ *   --BOUNDARY CRLF ... --BOUNDARY-- CRLF [epilogue]
  *
  * Each part's length comes from its own Content-Range, so the data is
  * never searched for the boundary.  A part must be exactly one of the
@@ -21,6 +21,26 @@
  * each range must come once.  Anything else makes the whole answer
  * unusable (the caller then asks for the ranges one by one), so bytes
  * are never taken from a part that does not match.
+ *
+ * The trap is the line break after a part's data: it is the only check
+ * that the part really had the length its Content-Range claims.  A part
+ * one byte short under CRLF framing leaves "\n--BOUNDARY" after the
+ * counted bytes (its CR counted as data), two bytes short leaves
+ * "--BOUNDARY"; taking either as a delimiter returns line-break bytes as
+ * data.  So after exactly LAST-FIRST+1 bytes there must be exactly one
+ * line break and then the delimiter line, nothing else.
+ *
+ * RFC 2046 says CRLF, and every real server sends it; a bare LF is taken
+ * too, but only consistently: the line that opens the first part (the
+ * first delimiter) sets the framing, and every later line, above all the
+ * break after each part's data, must end the same way.  Without that
+ * rule "data ending in CR, then LF" and "one byte short, then CRLF"
+ * would be the same bytes.  Preamble lines may end either way; they are
+ * ignored.
+ *
+ * The bytes of a part are copied into the reads as they arrive, before
+ * the framing after them is seen; a refused answer is read again range
+ * by range, which overwrites them.
  */
 
 #include <config.h>
@@ -203,10 +223,21 @@ part_start (struct multipart *mp)
   return refuse (mp, "a part that is not one of the ranges asked for");
 }
 
+static void
+next_part (struct multipart *mp)
+{
+  mp->state = MP_HEADERS;
+  mp->part_has_range = false;
+}
+
+/* A complete line, its line break removed; cr: it ended in CRLF. */
 static bool
-line_done (struct multipart *mp, char *line)
+line_done (struct multipart *mp, char *line, bool cr)
 {
   char *v;
+
+  if (mp->state != MP_PREAMBLE && cr != mp->crlf)
+    return refuse (mp, "line breaks of both CRLF and LF");
 
   switch (mp->state) {
   case MP_PREAMBLE:
@@ -219,8 +250,8 @@ line_done (struct multipart *mp, char *line)
         return refuse (mp, "no boundary where the first part should be");
       return true;
     }
-    mp->state = MP_HEADERS;
-    mp->part_has_range = false;
+    mp->crlf = cr;
+    next_part (mp);
     return true;
 
   case MP_HEADERS:
@@ -237,25 +268,22 @@ line_done (struct multipart *mp, char *line)
                              &mp->part_total);
     return true;
 
-  case MP_AFTER:
-    /* The CRLF that ends the data, then a delimiter. */
-    if (line[0] == '\0' && !mp->after_blank) {
-      mp->after_blank = true;
-      return true;
-    }
+  case MP_DELIM:
+    /* The line right after the line break that ends the data. */
     switch (delimiter (mp, line)) {
     case 1:
-      mp->state = MP_HEADERS;
-      mp->part_has_range = false;
+      next_part (mp);
       return true;
     case 2:
       mp->state = MP_END;
       return true;
     default:
-      return refuse (mp, "no boundary after a part's data");
+      return refuse (mp, "no boundary right after a part's data "
+                     "(shorter than its Content-Range?)");
     }
 
   case MP_DATA:
+  case MP_BREAK:
   case MP_END:
     break;
   }
@@ -277,9 +305,25 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
       if (mp->pos == mp->cur->last - mp->cur->first + 1) {
         mp->cur->filled = true;
         mp->nfilled++;
-        mp->state = MP_AFTER;
-        mp->after_blank = false;
+        mp->state = MP_BREAK;
+        mp->breakpos = 0;
       }
+      continue;
+    }
+    if (mp->state == MP_BREAK) {
+      /* Exactly the framing's line break, byte by byte (it may be split
+       * between two calls).
+       */
+      const char *brk = mp->crlf ? "\r\n" : "\n";
+
+      if (*data != brk[mp->breakpos])
+        return refuse (mp, "no line break right after a part's data "
+                       "(longer or shorter than its Content-Range?)");
+      data++;
+      len--;
+      mp->breakpos++;
+      if (brk[mp->breakpos] == '\0')
+        mp->state = MP_DELIM;
       continue;
     }
     if (mp->state == MP_END)
@@ -288,6 +332,7 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
     /* Lines: delimiters and part headers. */
     const char *nl = memchr (data, '\n', len);
     size_t n = nl ? (size_t) (nl - data) : len;
+    bool cr;
 
     if (mp->linelen + n >= sizeof mp->line)
       return refuse (mp, "a line too long");
@@ -299,11 +344,12 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
       break;
     data++;
     len--;
-    if (mp->linelen > 0 && mp->line[mp->linelen - 1] == '\r')
+    cr = mp->linelen > 0 && mp->line[mp->linelen - 1] == '\r';
+    if (cr)
       mp->linelen--;
     mp->line[mp->linelen] = '\0';
     mp->linelen = 0;
-    if (!line_done (mp, mp->line))
+    if (!line_done (mp, mp->line, cr))
       return false;
   }
   return true;
