@@ -193,7 +193,8 @@ struct multipart {
   unsigned preamble_lines;
   bool crlf;                    /* framing: CRLF, else a bare LF */
   unsigned breakpos;            /* MP_BREAK: its bytes seen so far */
-  bool part_has_range;
+  bool part_range_seen;         /* a Content-Range header, valid or not */
+  bool part_has_range;          /* a valid one */
   uint64_t part_first, part_last;
   int64_t part_total;
   struct span *cur;             /* MP_DATA: the part's span */

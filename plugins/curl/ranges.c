@@ -13,7 +13,7 @@
  *   Content-Range: bytes FIRST-LAST/TOTAL CRLF
  *   CRLF
  *   (exactly LAST-FIRST+1 bytes) CRLF
- *   --BOUNDARY CRLF ... --BOUNDARY-- CRLF [epilogue]
+ *   --BOUNDARY CRLF ... --BOUNDARY-- [CRLF epilogue]
  *
  * Each part's length comes from its own Content-Range, so the data is
  * never searched for the boundary.  A part must be exactly one of the
@@ -36,7 +36,13 @@
  * break after each part's data, must end the same way.  Without that
  * rule "data ending in CR, then LF" and "one byte short, then CRLF"
  * would be the same bytes.  Preamble lines may end either way; they are
- * ignored.
+ * ignored.  The line break after the close delimiter is optional (RFC
+ * 2046 5.1.1), so a body may end right after "--BOUNDARY--".
+ *
+ * A part has exactly one Content-Range, "bytes FIRST-LAST/TOTAL" with
+ * nothing after it; no header line is folded onto the next; no line
+ * holds a NUL byte.  A line is handled as a C string, and two readings
+ * of a part's range would leave the bytes' meaning to chance.
  *
  * The bytes of a part are copied into the reads as they arrive, before
  * the framing after them is seen; a refused answer is read again range
@@ -93,6 +99,13 @@ parse_content_range (const char *v, uint64_t *first, uint64_t *last,
     if (t == -1 || l >= t)
       return false;
   }
+  else
+    p += 2;
+  /* Nothing after it: "bytes 0-9/100, bytes 20-29/100" (two headers
+   * joined by a proxy) is not the first of them.
+   */
+  if (*p != '\0')
+    return false;
   *first = f;
   *last = l;
   *total = t;
@@ -228,13 +241,14 @@ next_part (struct multipart *mp)
 {
   mp->state = MP_HEADERS;
   mp->part_has_range = false;
+  mp->part_range_seen = false;
 }
 
 /* A complete line, its line break removed; cr: it ended in CRLF. */
 static bool
 line_done (struct multipart *mp, char *line, bool cr)
 {
-  char *v;
+  char *v, *end;
 
   if (mp->state != MP_PREAMBLE && cr != mp->crlf)
     return refuse (mp, "line breaks of both CRLF and LF");
@@ -257,15 +271,28 @@ line_done (struct multipart *mp, char *line, bool cr)
   case MP_HEADERS:
     if (line[0] == '\0')
       return part_start (mp);
+    /* A folded header (RFC 5322 2.2.3) continues the one before: no
+     * server folds, and a Content-Range without its continuation would
+     * be misread.
+     */
+    if (line[0] == ' ' || line[0] == '\t')
+      return refuse (mp, "a folded part header");
     v = strchr (line, ':');
     if (v == NULL)
       return refuse (mp, "a malformed part header");
     *v++ = '\0';
     v += strspn (v, " \t");
-    if (strcasecmp (line, "content-range") == 0)
+    for (end = v + strlen (v); end > v && (end[-1] == ' ' || end[-1] == '\t');)
+      *--end = '\0';
+    if (strcasecmp (line, "content-range") == 0) {
+      /* Two could name two ranges: which one are the bytes? */
+      if (mp->part_range_seen)
+        return refuse (mp, "a part with two Content-Range headers");
+      mp->part_range_seen = true;
       mp->part_has_range =
         parse_content_range (v, &mp->part_first, &mp->part_last,
                              &mp->part_total);
+    }
     return true;
 
   case MP_DELIM:
@@ -344,6 +371,8 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
       break;
     data++;
     len--;
+    if (memchr (mp->line, '\0', mp->linelen) != NULL)
+      return refuse (mp, "a NUL byte in a line");
     cr = mp->linelen > 0 && mp->line[mp->linelen - 1] == '\r';
     if (cr)
       mp->linelen--;
@@ -359,6 +388,13 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
 bool
 multipart_complete (struct multipart *mp)
 {
+  /* The close delimiter need not end with a line break. */
+  if (mp->state == MP_DELIM && mp->linelen > 0 &&
+      memchr (mp->line, '\0', mp->linelen) == NULL) {
+    mp->line[mp->linelen] = '\0';
+    if (delimiter (mp, mp->line) == 2)
+      mp->state = MP_END;
+  }
   if (mp->state != MP_END)
     return refuse (mp, "the body ended before the close delimiter");
   if (mp->nfilled != mp->nspans)
