@@ -451,6 +451,218 @@ class Unavailable503Long(Handler):
             self.answer(503, b"busy\n", headers=[("Retry-After", "30")])
         else:
             super().serve_range(data, start, end)
+class MultipartFraming(Handler):
+    """Multipart answers framed by NEWLINE (CRLF like every real server,
+    or a bare LF, which RFC 2046 does not allow but a lenient client may
+    take) whose last part carries DELTA more bytes than its own
+    Content-Range says: fewer when negative (the line break that follows
+    then lands where its last bytes should be), the next bytes of the
+    object when positive.  DELTA 0 is a legal answer.  The last part is
+    the one followed by the close delimiter, where trailing bytes are
+    easiest to overlook.  Registered below for each DELTA and NEWLINE."""
+
+    newline = b"\r\n"
+    delta = 0
+
+    def serve_ranges(self, data, ranges):
+        nl = self.newline
+        body = b""
+        for i, (a, b) in enumerate(ranges):
+            part = data[a:b + 1]
+            if i == len(ranges) - 1 and self.delta < 0:
+                part = part[:max(0, len(part) + self.delta)]
+            elif i == len(ranges) - 1 and self.delta > 0:
+                extra = data[b + 1:b + 1 + self.delta]
+                part += extra + b"x" * (self.delta - len(extra))
+            body += (b"--BOUNDARY" + nl +
+                     b"Content-Type: application/octet-stream" + nl +
+                     b"Content-Range: bytes %d-%d/%d" % (a, b, len(data)) +
+                     nl + nl + part + nl)
+        body += b"--BOUNDARY--" + nl
+        self.answer(206, body,
+                    headers=[("Content-Type",
+                              "multipart/byteranges; boundary=BOUNDARY")]
+                    + self.validators())
+
+
+class FuzzAnswers(Handler):
+    """Answers to ranged GETs of more than one byte, mutated at random:
+    the status, Content-Range (first, last or total off by one,
+    malformed, missing, twice), Content-Length (off by one, twice), a
+    body shorter or longer than declared with and without the connection
+    closed, chunked or not, a foreign ETag.  About half the answers are
+    correct, and some of the mutations are legal too (100 Continue
+    first, no Content-Length and a close, chunked, extra white space).
+    The client must get the right bytes or an error, never wrong bytes.
+
+    The answer depends only on FAULT_SEED (environment, default 1) and
+    the range, so a read that went wrong can be replayed; the log gets
+    one line per answer: "fuzz-answers: bytes=A-B: KIND".  KNOWN_DEFECTS
+    are left out unless FAULT_ALL=1: the plugin gets them wrong today
+    (see the test)."""
+
+    # Two Content-Range headers, the first one for the bytes sent (one
+    # byte later than asked), the second the range asked for.
+    KNOWN_DEFECTS = ["dup-cr-wrong-then-right"]
+
+    KINDS = [
+        "ok-100-continue", "ok-no-length-close", "ok-chunked", "ok-spaces",
+        "200-whole", "200-range", "204", "404", "416", "500",
+        "302-no-location",
+        "first+1", "first-1", "last+1", "last-1", "total+1", "total-1",
+        "total-star", "cr-malformed", "cr-missing",
+        "cl+1", "cl-1", "dup-cl-same", "dup-cl-differ",
+        "short-close", "short-keepalive", "short-no-length-close",
+        "short-chunked", "long-keepalive", "long-no-length-close",
+        "long-chunked",
+        "dup-cr-same", "dup-cr-right-then-wrong", "dup-cr-wrong-then-right",
+        "etag-other",
+    ]
+
+    MALFORMED = ["bytes %d-%d", "bytes=%d-%d/%d", "%d-%d/%d",
+                 "bytes %d - %d/%d", "bytes %d-%d/%d junk",
+                 "bytes %d-%d/%d, bytes 0-0/%d", "bytes -%d-%d/%d"]
+
+    def serve_range(self, data, start, end):
+        if end == start:
+            super().serve_range(data, start, end)
+            return
+        rnd = random.Random("%s:%d-%d" % (os.environ.get("FAULT_SEED", "1"),
+                                          start, end))
+        kinds = [k for k in self.KINDS
+                 if os.environ.get("FAULT_ALL") == "1" or
+                 k not in self.KNOWN_DEFECTS]
+        kind = "ok" if rnd.random() < 0.5 else rnd.choice(kinds)
+        size = len(data)
+        # One byte later, or earlier at the object's end.
+        d = 1 if end + 1 < size else -1
+        if kind in ("first+1", "last+1") and end + 1 >= size or \
+           kind == "first-1" and start == 0:
+            kind = "ok"
+        log("fuzz-answers: bytes=%d-%d: %s" % (start, end, kind))
+
+        status = 206
+        f, l, total = start, end, "%d" % size
+        body = None                 # None: the bytes of f-l
+        length = "auto"             # Content-Length: "auto", None or a number
+        close = chunked = False
+        pre = b""
+        crs = None                  # None: one Content-Range of f-l/total
+        extra = []
+        tweak = 0                   # bytes added to (or cut from) the body
+
+        if kind == "ok-100-continue":
+            pre = b"HTTP/1.1 100 Continue\r\n\r\n"
+        elif kind == "ok-no-length-close":
+            length, close = None, True
+        elif kind == "ok-chunked":
+            length, chunked = None, True
+        elif kind == "ok-spaces":
+            crs = ["   bytes %d-%d/%d \t" % (f, l, size)]
+        elif kind == "200-whole":
+            status, crs, f, l = 200, [], 0, size - 1
+        elif kind == "200-range":
+            status = 200
+        elif kind in ("204", "404", "500", "302-no-location"):
+            status, crs, body = int(kind[:3]), [], b""
+            if kind == "404":
+                body = b"not found\n"
+        elif kind == "416":
+            status, crs, body = 416, ["bytes */%d" % size], b""
+        elif kind == "first+1":
+            f, l = start + 1, end + 1
+        elif kind == "first-1":
+            f, l = start - 1, end - 1
+        elif kind == "last+1":
+            l = end + 1
+        elif kind == "last-1":
+            l = end - 1
+        elif kind == "total+1":
+            total = "%d" % (size + 1)
+        elif kind == "total-1":
+            total = "%d" % (size - 1)
+        elif kind == "total-star":
+            total = "*"
+        elif kind == "cr-malformed":
+            fmt = rnd.choice(self.MALFORMED)
+            crs = [fmt % (f, l, size, size)[:fmt.count("%d")]]
+        elif kind == "cr-missing":
+            crs = []
+        elif kind == "cl+1":
+            length = end - start + 2
+        elif kind == "cl-1":
+            length = end - start
+        elif kind == "dup-cl-same":
+            extra = [("Content-Length", "%d" % (end - start + 1))]
+        elif kind == "dup-cl-differ":
+            extra = [("Content-Length", "%d" % (end - start + 2))]
+        elif kind.startswith("short-"):
+            tweak = -rnd.choice([1, 2, (end - start + 1) // 2])
+            if kind == "short-close":
+                close = True
+            elif kind == "short-no-length-close":
+                length, close = None, True
+            elif kind == "short-chunked":
+                length, chunked = None, True
+        elif kind.startswith("long-"):
+            tweak = rnd.choice([1, 2, 100])
+            if kind == "long-no-length-close":
+                length, close = None, True
+            elif kind == "long-chunked":
+                length, chunked = None, True
+        elif kind == "dup-cr-same":
+            crs = ["bytes %d-%d/%d" % (f, l, size)] * 2
+        elif kind == "dup-cr-right-then-wrong":
+            crs = ["bytes %d-%d/%d" % (f, l, size),
+                   "bytes %d-%d/%d" % (f + d, l + d, size)]
+        elif kind == "dup-cr-wrong-then-right":
+            crs = ["bytes %d-%d/%d" % (f + d, l + d, size),
+                   "bytes %d-%d/%d" % (f, l, size)]
+            f, l = f + d, l + d
+        elif kind == "etag-other":
+            extra = [("ETag", '"someone-else"')]
+
+        if body is None:
+            body = data[f:l + 1]
+            if tweak < 0:
+                body = body[:max(0, len(body) + tweak)]
+            elif tweak > 0:
+                # The object's next bytes, or junk at its end.
+                more = data[l + 1:l + 1 + tweak]
+                body += more + b"\r\n" * tweak
+                body = body[:l - f + 1 + tweak]
+        if crs is None:
+            crs = ["bytes %d-%d/%s" % (f, l, total)]
+        if length == "auto":
+            length = l - f + 1 if status == 206 else len(body)
+
+        head = [("Content-Range", v) for v in crs]
+        if not any(k == "ETag" for k, _ in extra):
+            head += self.validators()
+        head += extra
+        if length is not None:
+            head.append(("Content-Length", "%d" % length))
+        if chunked:
+            head.append(("Transfer-Encoding", "chunked"))
+        if close:
+            head.append(("Connection", "close"))
+        out = pre + b"HTTP/1.1 %d Fuzz\r\n" % status
+        for k, v in head:
+            out += ("%s: %s\r\n" % (k, v)).encode()
+        out += b"\r\n"
+        if chunked:
+            if body:
+                out += b"%x\r\n" % len(body) + body + b"\r\n"
+            out += b"0\r\n\r\n"
+        else:
+            out += body
+        try:
+            self.wfile.write(out)
+            self.wfile.flush()
+        finally:
+            self.log_request_line(status, len(body))
+        if close:
+            self.close_connection = True
 
 
 def reset(handler):
@@ -693,7 +905,19 @@ MODES = {
     "head-zero": HeadZero,
     "control-validators": ControlValidators,
     "503-long": Unavailable503Long,
+    "fuzz-answers": FuzzAnswers,
 }
+
+# multipart-lf: legal, bare LF framing.  multipart-{short,long}{1,2}-
+# {crlf,lf}: the last part 1 or 2 bytes short or long.
+MODES["multipart-lf"] = type("MultipartLF", (MultipartFraming,),
+                             {"newline": b"\n"})
+for _nl, _nlname in ((b"\r\n", "crlf"), (b"\n", "lf")):
+    for _delta in (-2, -1, 1, 2):
+        _name = "multipart-%s%d-%s" % ("short" if _delta < 0 else "long",
+                                        abs(_delta), _nlname)
+        MODES[_name] = type("MultipartFraming", (MultipartFraming,),
+                            {"newline": _nl, "delta": _delta})
 
 
 class Server(http.server.ThreadingHTTPServer):

@@ -180,7 +180,14 @@ extern bool parse_multipart_type (const char *v, char *boundary,
                                   size_t size);
 
 struct multipart {
-  enum { MP_PREAMBLE, MP_HEADERS, MP_DATA, MP_AFTER, MP_END } state;
+  enum {
+    MP_PREAMBLE,                /* lines before the first delimiter */
+    MP_HEADERS,                 /* a part's header lines */
+    MP_DATA,                    /* a part's bytes, counted */
+    MP_BREAK,                   /* the line break right after them */
+    MP_DELIM,                   /* then a delimiter line, nothing else */
+    MP_END,                     /* the epilogue, ignored */
+  } state;
   char delim[80];               /* "--" BOUNDARY */
   struct span *spans;
   unsigned nspans, nfilled;
@@ -188,8 +195,10 @@ struct multipart {
   char line[1024];
   size_t linelen;
   unsigned preamble_lines;
-  bool after_blank;
-  bool part_has_range;
+  bool crlf;                    /* framing: CRLF, else a bare LF */
+  unsigned breakpos;            /* MP_BREAK: its bytes seen so far */
+  bool part_range_seen;         /* a Content-Range header, valid or not */
+  bool part_has_range;          /* a valid one */
   uint64_t part_first, part_last;
   int64_t part_total;
   struct span *cur;             /* MP_DATA: the part's span */

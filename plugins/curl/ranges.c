@@ -8,12 +8,12 @@
  *
  * A multipart body is parsed as it streams in, without buffering it:
  *
- *   --BOUNDARY CRLF
+ *   [preamble] --BOUNDARY CRLF
  *   Content-Type: ... CRLF
  *   Content-Range: bytes FIRST-LAST/TOTAL CRLF
  *   CRLF
  *   (exactly LAST-FIRST+1 bytes) CRLF
- *   --BOUNDARY CRLF ... --BOUNDARY-- CRLF
+ *   --BOUNDARY CRLF ... --BOUNDARY-- [CRLF epilogue]
  *
  * Each part's length comes from its own Content-Range, so the data is
  * never searched for the boundary.  A part must be exactly one of the
@@ -21,6 +21,32 @@
  * each range must come once.  Anything else makes the whole answer
  * unusable (the caller then asks for the ranges one by one), so bytes
  * are never taken from a part that does not match.
+ *
+ * The trap is the line break after a part's data: it is the only check
+ * that the part really had the length its Content-Range claims.  A part
+ * one byte short under CRLF framing leaves "\n--BOUNDARY" after the
+ * counted bytes (its CR counted as data), two bytes short leaves
+ * "--BOUNDARY"; taking either as a delimiter returns line-break bytes as
+ * data.  So after exactly LAST-FIRST+1 bytes there must be exactly one
+ * line break and then the delimiter line, nothing else.
+ *
+ * RFC 2046 says CRLF, and every real server sends it; a bare LF is taken
+ * too, but only consistently: the line that opens the first part (the
+ * first delimiter) sets the framing, and every later line, above all the
+ * break after each part's data, must end the same way.  Without that
+ * rule "data ending in CR, then LF" and "one byte short, then CRLF"
+ * would be the same bytes.  Preamble lines may end either way; they are
+ * ignored.  The line break after the close delimiter is optional (RFC
+ * 2046 5.1.1), so a body may end right after "--BOUNDARY--".
+ *
+ * A part has exactly one Content-Range, "bytes FIRST-LAST/TOTAL" with
+ * nothing after it; no header line is folded onto the next; no line
+ * holds a NUL byte.  A line is handled as a C string, and two readings
+ * of a part's range would leave the bytes' meaning to chance.
+ *
+ * The bytes of a part are copied into the reads as they arrive, before
+ * the framing after them is seen; a refused answer is read again range
+ * by range, which overwrites them.
  */
 
 #include <config.h>
@@ -73,6 +99,13 @@ parse_content_range (const char *v, uint64_t *first, uint64_t *last,
     if (t == -1 || l >= t)
       return false;
   }
+  else
+    p += 2;
+  /* Nothing after it: "bytes 0-9/100, bytes 20-29/100" (two headers
+   * joined by a proxy) is not the first of them.
+   */
+  if (*p != '\0')
+    return false;
   *first = f;
   *last = l;
   *total = t;
@@ -203,10 +236,22 @@ part_start (struct multipart *mp)
   return refuse (mp, "a part that is not one of the ranges asked for");
 }
 
-static bool
-line_done (struct multipart *mp, char *line)
+static void
+next_part (struct multipart *mp)
 {
-  char *v;
+  mp->state = MP_HEADERS;
+  mp->part_has_range = false;
+  mp->part_range_seen = false;
+}
+
+/* A complete line, its line break removed; cr: it ended in CRLF. */
+static bool
+line_done (struct multipart *mp, char *line, bool cr)
+{
+  char *v, *end;
+
+  if (mp->state != MP_PREAMBLE && cr != mp->crlf)
+    return refuse (mp, "line breaks of both CRLF and LF");
 
   switch (mp->state) {
   case MP_PREAMBLE:
@@ -219,43 +264,53 @@ line_done (struct multipart *mp, char *line)
         return refuse (mp, "no boundary where the first part should be");
       return true;
     }
-    mp->state = MP_HEADERS;
-    mp->part_has_range = false;
+    mp->crlf = cr;
+    next_part (mp);
     return true;
 
   case MP_HEADERS:
     if (line[0] == '\0')
       return part_start (mp);
+    /* A folded header (RFC 5322 2.2.3) continues the one before: no
+     * server folds, and a Content-Range without its continuation would
+     * be misread.
+     */
+    if (line[0] == ' ' || line[0] == '\t')
+      return refuse (mp, "a folded part header");
     v = strchr (line, ':');
     if (v == NULL)
       return refuse (mp, "a malformed part header");
     *v++ = '\0';
     v += strspn (v, " \t");
-    if (strcasecmp (line, "content-range") == 0)
+    for (end = v + strlen (v); end > v && (end[-1] == ' ' || end[-1] == '\t');)
+      *--end = '\0';
+    if (strcasecmp (line, "content-range") == 0) {
+      /* Two could name two ranges: which one are the bytes? */
+      if (mp->part_range_seen)
+        return refuse (mp, "a part with two Content-Range headers");
+      mp->part_range_seen = true;
       mp->part_has_range =
         parse_content_range (v, &mp->part_first, &mp->part_last,
                              &mp->part_total);
+    }
     return true;
 
-  case MP_AFTER:
-    /* The CRLF that ends the data, then a delimiter. */
-    if (line[0] == '\0' && !mp->after_blank) {
-      mp->after_blank = true;
-      return true;
-    }
+  case MP_DELIM:
+    /* The line right after the line break that ends the data. */
     switch (delimiter (mp, line)) {
     case 1:
-      mp->state = MP_HEADERS;
-      mp->part_has_range = false;
+      next_part (mp);
       return true;
     case 2:
       mp->state = MP_END;
       return true;
     default:
-      return refuse (mp, "no boundary after a part's data");
+      return refuse (mp, "no boundary right after a part's data "
+                     "(shorter than its Content-Range?)");
     }
 
   case MP_DATA:
+  case MP_BREAK:
   case MP_END:
     break;
   }
@@ -277,9 +332,25 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
       if (mp->pos == mp->cur->last - mp->cur->first + 1) {
         mp->cur->filled = true;
         mp->nfilled++;
-        mp->state = MP_AFTER;
-        mp->after_blank = false;
+        mp->state = MP_BREAK;
+        mp->breakpos = 0;
       }
+      continue;
+    }
+    if (mp->state == MP_BREAK) {
+      /* Exactly the framing's line break, byte by byte (it may be split
+       * between two calls).
+       */
+      const char *brk = mp->crlf ? "\r\n" : "\n";
+
+      if (*data != brk[mp->breakpos])
+        return refuse (mp, "no line break right after a part's data "
+                       "(longer or shorter than its Content-Range?)");
+      data++;
+      len--;
+      mp->breakpos++;
+      if (brk[mp->breakpos] == '\0')
+        mp->state = MP_DELIM;
       continue;
     }
     if (mp->state == MP_END)
@@ -288,6 +359,7 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
     /* Lines: delimiters and part headers. */
     const char *nl = memchr (data, '\n', len);
     size_t n = nl ? (size_t) (nl - data) : len;
+    bool cr;
 
     if (mp->linelen + n >= sizeof mp->line)
       return refuse (mp, "a line too long");
@@ -299,11 +371,14 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
       break;
     data++;
     len--;
-    if (mp->linelen > 0 && mp->line[mp->linelen - 1] == '\r')
+    if (memchr (mp->line, '\0', mp->linelen) != NULL)
+      return refuse (mp, "a NUL byte in a line");
+    cr = mp->linelen > 0 && mp->line[mp->linelen - 1] == '\r';
+    if (cr)
       mp->linelen--;
     mp->line[mp->linelen] = '\0';
     mp->linelen = 0;
-    if (!line_done (mp, mp->line))
+    if (!line_done (mp, mp->line, cr))
       return false;
   }
   return true;
@@ -313,6 +388,13 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
 bool
 multipart_complete (struct multipart *mp)
 {
+  /* The close delimiter need not end with a line break. */
+  if (mp->state == MP_DELIM && mp->linelen > 0 &&
+      memchr (mp->line, '\0', mp->linelen) == NULL) {
+    mp->line[mp->linelen] = '\0';
+    if (delimiter (mp, mp->line) == 2)
+      mp->state = MP_END;
+  }
   if (mp->state != MP_END)
     return refuse (mp, "the body ended before the close delimiter");
   if (mp->nfilled != mp->nspans)
