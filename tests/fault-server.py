@@ -497,13 +497,7 @@ class FuzzAnswers(Handler):
 
     The answer depends only on FAULT_SEED (environment, default 1) and
     the range, so a read that went wrong can be replayed; the log gets
-    one line per answer: "fuzz-answers: bytes=A-B: KIND".  KNOWN_DEFECTS
-    are left out unless FAULT_ALL=1: the plugin gets them wrong today
-    (see the test)."""
-
-    # Two Content-Range headers, the first one for the bytes sent (one
-    # byte later than asked), the second the range asked for.
-    KNOWN_DEFECTS = ["dup-cr-wrong-then-right"]
+    one line per answer: "fuzz-answers: bytes=A-B: KIND"."""
 
     KINDS = [
         "ok-100-continue", "ok-no-length-close", "ok-chunked", "ok-spaces",
@@ -529,10 +523,7 @@ class FuzzAnswers(Handler):
             return
         rnd = random.Random("%s:%d-%d" % (os.environ.get("FAULT_SEED", "1"),
                                           start, end))
-        kinds = [k for k in self.KINDS
-                 if os.environ.get("FAULT_ALL") == "1" or
-                 k not in self.KNOWN_DEFECTS]
-        kind = "ok" if rnd.random() < 0.5 else rnd.choice(kinds)
+        kind = "ok" if rnd.random() < 0.5 else rnd.choice(self.KINDS)
         size = len(data)
         # One byte later, or earlier at the object's end.
         d = 1 if end + 1 < size else -1

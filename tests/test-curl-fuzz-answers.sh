@@ -9,9 +9,7 @@
 # exactly its range and a run repeats.
 #
 # FUZZ_SEED (default 1) picks the answers, FUZZ_READS (300) the number of
-# reads; the run also stops after 45 s.  FAULT_ALL=1 adds the mutations
-# the plugin is known to get wrong (fault-server.py, KNOWN_DEFECTS): the
-# test then fails and names them.
+# reads; the run also stops after 45 s.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e

@@ -110,6 +110,7 @@ struct xfer {
   long status;
   int64_t content_length;
   bool has_content_range;
+  bool framing_twice;           /* Content-Range or -Length twice */
   uint64_t cr_first, cr_last;
   int64_t cr_total;             /* -1 for '*' */
   bool has_location;
@@ -456,6 +457,11 @@ headers_end (struct xfer *x)
    */
   if (x->method != GET || cfg.is_file)
     return true;
+  if (x->framing_twice) {
+    snprintf (x->why, sizeof x->why, "an answer with two different "
+              "Content-Length or Content-Range headers");
+    return false;
+  }
   if (x->nspans > 1)
     return multi_headers_end (x);
   if (x->allow_empty && is_empty_answer (x)) {
@@ -570,6 +576,7 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     x->status = v ? strtol (v + 1, NULL, 10) : 0;
     x->content_length = -1;
     x->has_content_range = x->has_location = x->headers_done = false;
+    x->framing_twice = false;
     x->etag[0] = x->last_modified[0] = x->boundary[0] = '\0';
     x->bad_validator = x->redirect = x->empty = false;
     x->unsatisfied_total = -1;
@@ -590,13 +597,29 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     end--;
   *end = '\0';
   vlen = end - v;
-  if (strcasecmp (line, "content-length") == 0)
-    x->content_length = parse_number (v, NULL);
+  /* Which of two different Content-Range or Content-Length headers is
+   * meant cannot be known (RFC 9112 6.3 makes the second case an error),
+   * so neither is used.  The same value twice is harmless.
+   */
+  if (strcasecmp (line, "content-length") == 0) {
+    int64_t n = parse_number (v, NULL);
+
+    if (x->content_length != -1 && x->content_length != n)
+      x->framing_twice = true;
+    x->content_length = n;
+  }
   else if (strcasecmp (line, "content-range") == 0) {
     const char *p;
+    uint64_t first = x->cr_first, last = x->cr_last;
+    int64_t total = x->cr_total;
+    bool had = x->has_content_range;
 
     x->has_content_range = parse_content_range (v, &x->cr_first,
                                                 &x->cr_last, &x->cr_total);
+    if (x->unsatisfied_total != -1 ||
+        (had && !(x->has_content_range && x->cr_first == first &&
+                  x->cr_last == last && x->cr_total == total)))
+      x->framing_twice = true;
     if (strncasecmp (v, "bytes */", 8) == 0) {
       x->unsatisfied_total = parse_number (v + 8, &p);
       if (x->unsatisfied_total >= 0 && *p != '\0')
@@ -1302,7 +1325,8 @@ engine_head (struct object_info *info)
   if (perform (&x) == -1)
     return -1;
   copy_info (info, &x);
-  info->size = x.content_length;
+  /* Two different Content-Lengths give no size: the probe asks a GET. */
+  info->size = x.framing_twice ? -1 : x.content_length;
   return 0;
 }
 
