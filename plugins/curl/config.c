@@ -416,6 +416,35 @@ config_allows_scheme (const char *scheme)
   return false;
 }
 
+/* The URL as messages show it: without user:password@ and with "?..."
+ * for a query, which in presigned URLs holds the signature.  A message
+ * may end up in a log or a bug report; url= itself is never printed.
+ */
+static int
+make_shown_url (CURLU *u)
+{
+  char *query = NULL, *shown = NULL;
+  CURLUcode rc;
+
+  rc = curl_url_get (u, CURLUPART_QUERY, &query, 0);
+  curl_free (query);
+  if (curl_url_set (u, CURLUPART_USER, NULL, 0) != CURLUE_OK ||
+      curl_url_set (u, CURLUPART_PASSWORD, NULL, 0) != CURLUE_OK ||
+      curl_url_set (u, CURLUPART_OPTIONS, NULL, 0) != CURLUE_OK ||
+      curl_url_set (u, CURLUPART_QUERY, NULL, 0) != CURLUE_OK ||
+      curl_url_set (u, CURLUPART_FRAGMENT, NULL, 0) != CURLUE_OK ||
+      curl_url_get (u, CURLUPART_URL, &shown, 0) != CURLUE_OK ||
+      asprintf (&cfg.shown_url, "%s%s", shown,
+                rc == CURLUE_OK ? "?..." : "") == -1) {
+    curl_free (shown);
+    cfg.shown_url = NULL;
+    nbdkit_error ("url: out of memory");
+    return -1;
+  }
+  curl_free (shown);
+  return 0;
+}
+
 /* The URL must parse and its scheme must be allowed by protocols=. */
 static int
 check_url (void)
@@ -433,17 +462,23 @@ check_url (void)
   rc = curl_url_set (u, CURLUPART_URL, cfg.url, 0);
   if (rc == CURLUE_OK)
     rc = curl_url_get (u, CURLUPART_SCHEME, &scheme, 0);
-  curl_url_cleanup (u);
   if (rc != CURLUE_OK) {
-    nbdkit_error ("url: invalid URL '%s': %s", cfg.url, curl_url_strerror (rc));
+    curl_url_cleanup (u);
+    nbdkit_error ("url: not a valid URL: %s", curl_url_strerror (rc));
     return -1;
   }
+  if (make_shown_url (u) == -1) {
+    curl_url_cleanup (u);
+    curl_free (scheme);
+    return -1;
+  }
+  curl_url_cleanup (u);
 
   allowed = config_allows_scheme (scheme);
   cfg.is_file = strcasecmp (scheme, "file") == 0;
   if (!allowed)
     nbdkit_error ("url: the scheme '%s' of '%s' is not in protocols=%s",
-                  scheme, cfg.url, cfg.protocols);
+                  scheme, cfg.shown_url, cfg.protocols);
   curl_free (scheme);
   return allowed ? 0 : -1;
 }
@@ -494,4 +529,6 @@ config_unload (void)
   cfg.proxy_password = NULL;
   curl_slist_free_all (cfg.resolve);
   cfg.resolve = NULL;
+  free (cfg.shown_url);
+  cfg.shown_url = NULL;
 }

@@ -46,6 +46,7 @@ cleanup_unlock (pthread_mutex_t **lock)
  */
 struct curl_config {
   const char *url;
+  char *shown_url;              /* url= for messages: no secrets */
   unsigned connections;         /* size of the handle pool */
   unsigned timeout;             /* seconds: connect and stall limit */
   unsigned retries;             /* for transient failures */

@@ -117,7 +117,7 @@ struct xfer {
   bool headers_done;
   char etag[sizeof object.etag];
   char last_modified[sizeof object.last_modified];
-  bool bad_validator;           /* one had control characters */
+  bool bad_validator;           /* unusable: see copy_validator */
   int64_t unsatisfied_total;    /* a 416's Content-Range total, or -1 */
   char boundary[72];            /* of a multipart/byteranges answer */
   bool redirect;                /* a redirect to follow: body ignored */
@@ -125,6 +125,8 @@ struct xfer {
   bool allow_empty;             /* probe: an empty object is an answer */
   bool empty;                   /* ... and this answer says it is one */
   uint64_t ignored;             /* body bytes of such answers */
+  struct timespec ignoring_since;  /* when this try's first began, or 0 */
+  bool ignore_cut;              /* ... and it was cut off */
 
   uint64_t done;                /* body bytes received or sent */
   struct multipart mp;          /* GET of several spans: the body parser */
@@ -139,6 +141,7 @@ struct xfer {
 struct origin {
   char scheme[16];
   char host[256];
+  char zone[32];                /* an IPv6 link-local address's zone */
   long port;
 };
 
@@ -150,24 +153,29 @@ static int
 get_origin (const char *url, struct origin *o)
 {
   CURLU *u = curl_url ();
-  char *scheme = NULL, *host = NULL, *port = NULL;
+  char *scheme = NULL, *host = NULL, *port = NULL, *zone = NULL;
   int r = -1;
 
+  /* fe80::1%eth0 and fe80::1%eth1 are different hosts. */
   if (u != NULL &&
       curl_url_set (u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get (u, CURLUPART_ZONEID, &zone, 0) != CURLUE_OUT_OF_MEMORY &&
       curl_url_get (u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
       curl_url_get (u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
       curl_url_get (u, CURLUPART_PORT, &port,
                     CURLU_DEFAULT_PORT) == CURLUE_OK &&
-      strlen (scheme) < sizeof o->scheme && strlen (host) < sizeof o->host) {
+      strlen (scheme) < sizeof o->scheme && strlen (host) < sizeof o->host &&
+      (zone == NULL || strlen (zone) < sizeof o->zone)) {
     strcpy (o->scheme, scheme);
     strcpy (o->host, host);
+    strcpy (o->zone, zone ? zone : "");
     o->port = strtol (port, NULL, 10);
     r = 0;
   }
   curl_free (scheme);
   curl_free (host);
   curl_free (port);
+  curl_free (zone);
   curl_url_cleanup (u);
   return r;
 }
@@ -176,7 +184,8 @@ static bool
 same_origin (const struct origin *a, const struct origin *b)
 {
   return strcasecmp (a->scheme, b->scheme) == 0 &&
-    strcasecmp (a->host, b->host) == 0 && a->port == b->port;
+    strcasecmp (a->host, b->host) == 0 && strcmp (a->zone, b->zone) == 0 &&
+    a->port == b->port;
 }
 
 static void
@@ -213,7 +222,7 @@ engine_init (void)
    */
   curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE);
   if (!cfg.is_file && get_origin (cfg.url, &home) == -1) {
-    nbdkit_error ("url: %s: no scheme, host and port", cfg.url);
+    nbdkit_error ("url: %s: no scheme, host and port", cfg.shown_url);
     return -1;
   }
   return 0;
@@ -265,7 +274,7 @@ debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
 {
   const char *dir;
   size_t len;
-  const char *colon;
+  const char *colon, *user;
 
   switch (type) {
   case CURLINFO_TEXT: dir = "*"; break;
@@ -280,11 +289,18 @@ debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
     while (len < size && data[len] != '\n')
       len++;
     colon = memchr (data, ':', len);
+    user = type == CURLINFO_TEXT ? memmem (data, len, " with user ", 11)
+      : NULL;
     if (type == CURLINFO_TEXT &&
         (strncmp (data, "Added cookie", 12) == 0 ||
          strncmp (data, "Replaced cookie", 15) == 0 ||
          strncmp (data, "Skipped cookie", 14) == 0))
       nbdkit_debug ("%s (a cookie note, not shown)", dir);
+    /* "Server auth using Basic with user 'NAME'": the user name (an
+     * AWS access key id with aws-sigv4) is not shown either.
+     */
+    else if (user != NULL)
+      nbdkit_debug ("%s %.*s with user ***", dir, (int) (user - data), data);
     else if (type != CURLINFO_TEXT && colon != NULL &&
              !is_shown_header (type, data, len))
       nbdkit_debug ("%s %.*s: ***", dir, (int) (colon - data), data);
@@ -303,9 +319,11 @@ debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
 /* A validator goes back to the server in If-Match or
  * If-Unmodified-Since, so one with control characters (a CR would end
  * that header and start another of the server's choosing) or a NUL is
- * never kept, only noted.  One longer than the field is kept empty
- * rather than cut: a truncated ETag would compare equal to a different
- * one.
+ * never kept, only noted as unusable.  So is one longer than the field
+ * (a truncated ETag would compare equal to a different one, and an
+ * absent one would not be compared at all), and a second one that
+ * differs from the first (which is meant cannot be known).  While reads
+ * are pinned, an answer with an unusable validator is refused.
  */
 static void
 copy_validator (struct xfer *x, char *dst, size_t dstlen, const char *v,
@@ -313,15 +331,18 @@ copy_validator (struct xfer *x, char *dst, size_t dstlen, const char *v,
 {
   size_t i;
 
-  dst[0] = '\0';
   for (i = 0; i < len; i++) {
     if ((unsigned char) v[i] < 0x20 || v[i] == 0x7f) {
       x->bad_validator = true;
       return;
     }
   }
-  if (len < dstlen)
-    memcpy (dst, v, len + 1);
+  if (len >= dstlen || (dst[0] && (strlen (dst) != len ||
+                                   memcmp (dst, v, len) != 0))) {
+    x->bad_validator = true;
+    return;
+  }
+  memcpy (dst, v, len + 1);
 }
 
 /* Statuses that say "not now" rather than "no" (RFC 9110 15.5.9,
@@ -366,13 +387,18 @@ same_object (struct xfer *x)
   if (!pin)
     return true;
   if (x->bad_validator) {
-    snprintf (x->why, sizeof x->why, "the server sent an ETag or "
-              "Last-Modified with control characters: the object cannot "
-              "be identified");
+    snprintf (x->why, sizeof x->why, "the object at the URL may have "
+              "changed since it was opened: the answer's ETag or "
+              "Last-Modified is unusable (control characters, too long, "
+              "or two different ones)");
     return false;
   }
-  if (object.etag[0] && strncmp (object.etag, "W/", 2) != 0) {
-    if (x->etag[0] && strcmp (x->etag, object.etag) != 0)
+  /* Pinned by a strong ETag: compare it, or when the answer has none
+   * (a server that ignores If-Match may drop it with the new object),
+   * at least the dates.
+   */
+  if (object.etag[0] && strncmp (object.etag, "W/", 2) != 0 && x->etag[0]) {
+    if (strcmp (x->etag, object.etag) != 0)
       was = object.etag, now = x->etag;
   }
   else if (object.last_modified[0] && x->last_modified[0] &&
@@ -439,6 +465,20 @@ is_empty_answer (const struct xfer *x)
     (x->status == 200 && x->content_length == 0);
 }
 
+/* The answer's body carries none of the object's bytes: it is read (to
+ * keep the connection) up to MAX_IGNORED_BODY bytes, and such bodies for
+ * at most timeout= seconds in all in one try (a chain of redirects with
+ * dripping bodies included), then cut off; write_cb and progress_cb
+ * enforce that.  True.
+ */
+static bool
+ignore_body (struct xfer *x)
+{
+  if (x->ignoring_since.tv_sec == 0 && x->ignoring_since.tv_nsec == 0)
+    clock_gettime (CLOCK_MONOTONIC, &x->ignoring_since);
+  return true;
+}
+
 /* Called at the end of each header block.  Returns false to abort. */
 static bool
 headers_end (struct xfer *x)
@@ -450,8 +490,10 @@ headers_end (struct xfer *x)
   x->headers_done = true;
   if (is_redirect (x)) {
     x->redirect = true;
-    return true;
+    return ignore_body (x);
   }
+  if (x->method != GET)
+    return ignore_body (x);
   /* Over HTTP a GET must be 206 with exactly the requested range;
    * file:// has no status or headers to check.
    */
@@ -466,7 +508,7 @@ headers_end (struct xfer *x)
     return multi_headers_end (x);
   if (x->allow_empty && is_empty_answer (x)) {
     x->empty = true;
-    return true;
+    return ignore_body (x);
   }
 
   if (x->status == 200) {
@@ -561,10 +603,15 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   }
 
   /* Keep a NUL-terminated copy without the line ending.  A longer line
-   * is none of the headers this callback looks at, all of which are short.
+   * is none of the headers this callback looks at, all of which are
+   * short, but a validator that long must not go unnoticed.
    */
-  if (len >= sizeof line)
+  if (len >= sizeof line) {
+    if ((len >= 5 && strncasecmp (data, "etag:", 5) == 0) ||
+        (len >= 14 && strncasecmp (data, "last-modified:", 14) == 0))
+      x->bad_validator = true;
     return len;
+  }
   memcpy (line, data, len);
   while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == '\n'))
     len--;
@@ -660,7 +707,10 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
 
   if (x->method != GET || x->redirect || x->empty) {
     x->ignored += len;
-    return x->ignored <= MAX_IGNORED_BODY ? len : 0;
+    if (x->ignored <= MAX_IGNORED_BODY)
+      return len;
+    x->ignore_cut = true;
+    return 0;
   }
 
   /* Over HTTP the headers were validated already; file:// has none. */
@@ -698,6 +748,27 @@ read_cb (char *data, size_t size, size_t nmemb, void *opaque)
   memcpy (data, x->wbuf + x->done, len);
   x->done += len;
   return len;
+}
+
+/* A body that is ignored may not drip on for longer than timeout=
+ * (CURLOPT_LOW_SPEED_* only catches a stall).  libcurl calls this at
+ * least once a second.
+ */
+static int
+progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
+             curl_off_t ultotal, curl_off_t ulnow)
+{
+  struct xfer *x = opaque;
+  struct timespec now;
+
+  if ((x->ignoring_since.tv_sec == 0 && x->ignoring_since.tv_nsec == 0) ||
+      !x->headers_done || !(x->method != GET || x->redirect || x->empty))
+    return 0;
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  if (now.tv_sec - x->ignoring_since.tv_sec <= (time_t) cfg.timeout)
+    return 0;
+  x->ignore_cut = true;
+  return 1;
 }
 
 /* libcurl rewinds a PUT's body when it sends it again: on a kept-alive
@@ -812,6 +883,8 @@ setup_handle (struct conn *c)
   SET (CURLOPT_WRITEFUNCTION, write_cb);
   SET (CURLOPT_READFUNCTION, read_cb);
   SET (CURLOPT_SEEKFUNCTION, seek_cb);
+  SET (CURLOPT_XFERINFOFUNCTION, progress_cb);
+  SET (CURLOPT_NOPROGRESS, 0L);
   if (curl_debug_verbose) {
     SET (CURLOPT_VERBOSE, 1L);
     SET (CURLOPT_DEBUGFUNCTION, debug_cb);
@@ -979,7 +1052,7 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
   x->done = x->ignored = 0;
   x->why[0] = '\0';
   x->transient = x->not_multi = x->headers_done = x->reported = false;
-  x->redirect = x->empty = false;
+  x->redirect = x->empty = x->ignore_cut = false;
   x->retry_after_ms = 0;
   /* These report their own errors. */
   if (request_headers (x, trusted, &headers) == -1 ||
@@ -995,6 +1068,7 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
   curl_easy_setopt (e, CURLOPT_WRITEDATA, x);
   curl_easy_setopt (e, CURLOPT_READDATA, x);
   curl_easy_setopt (e, CURLOPT_SEEKDATA, x);
+  curl_easy_setopt (e, CURLOPT_XFERINFODATA, x);
   switch (x->method) {
   case HEAD:
     /* The handle may have made a PUT last: back to GET, then HEAD. */
@@ -1027,7 +1101,7 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
   if (curl_debug_times) {
     curl_easy_getinfo (e, CURLINFO_TOTAL_TIME_T, &usecs);
     nbdkit_debug ("%s %s: %" PRIu64 "+%" PRIu32 " in %u ranges: HTTP %ld: "
-                  "%" PRIi64 " us", x->what, url, x->offset, x->count,
+                  "%" PRIi64 " us", x->what, cfg.shown_url, x->offset, x->count,
                   x->nspans, x->status, (int64_t) usecs);
   }
 
@@ -1038,10 +1112,11 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
 
   if (x->why[0] != '\0')
     return -1;                  /* refused by a callback, reason set */
-  /* write_cb stops reading a long body that carries none of the
-   * object's bytes: the answer itself is complete.
+  /* A body that carries none of the object's bytes was cut off for its
+   * length or its slowness: the answer itself is complete.
    */
-  if (rc == CURLE_WRITE_ERROR && x->ignored > MAX_IGNORED_BODY)
+  if (x->ignore_cut &&
+      (rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK))
     rc = CURLE_OK;
   if (rc != CURLE_OK) {
     x->transient = transient_error (rc) &&
@@ -1049,6 +1124,14 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
                    rc != CURLE_COULDNT_RESOLVE_HOST));
     snprintf (x->why, sizeof x->why, "%.100s%s%.150s", curl_easy_strerror (rc),
               c->errbuf[0] ? ": " : "", c->errbuf);
+    return -1;
+  }
+  /* "200 with Content-Length: 0" is no proof of an empty object when
+   * a body came all the same (Transfer-Encoding: chunked wins).
+   */
+  if (x->empty && x->status == 200 && x->ignored > 0) {
+    snprintf (x->why, sizeof x->why, "an answer that says the object is "
+              "empty (Content-Length: 0) carried a body");
     return -1;
   }
   if (x->redirect || x->empty)
@@ -1172,6 +1255,7 @@ attempt (struct conn *c, struct xfer *x)
   bool trusted = true;
   unsigned hops;
 
+  x->ignoring_since = (struct timespec) { 0 };
   for (hops = 0;; hops++) {
     if (exchange (c, x, url, trusted) == -1)
       return -1;
@@ -1215,7 +1299,7 @@ perform_on (struct conn *c, struct xfer *x)
       return 0;
     if (x->not_multi) {
       nbdkit_debug ("%s: %s%s: %s: asking for one range per request from "
-                    "now on", x->what, cfg.url, where, x->why);
+                    "now on", x->what, cfg.shown_url, where, x->why);
       return -2;
     }
     if (!x->transient || try >= cfg.retries)
@@ -1227,21 +1311,21 @@ perform_on (struct conn *c, struct xfer *x)
       delay = x->retry_after_ms;
     if (delay > MAX_RETRY_DELAY_MS)
       delay = MAX_RETRY_DELAY_MS;
-    nbdkit_debug ("%s: %s%s: %s: retry %u of %u in %u ms", x->what, cfg.url,
-                  where, x->why, try + 1, cfg.retries, delay);
+    nbdkit_debug ("%s: %s%s: %s: retry %u of %u in %u ms", x->what,
+                  cfg.shown_url, where, x->why, try + 1, cfg.retries, delay);
     /* nbdkit's sleep ends early when nbdkit shuts down or the client
      * goes away: neither waits for the back-off.
      */
     if (nbdkit_nanosleep (delay / 1000, (delay % 1000) * 1000000) == -1) {
       nbdkit_error ("%s: %s%s: %s (not retried: nbdkit is shutting down "
-                    "or the client disconnected)", x->what, cfg.url, where,
-                    x->why);
+                    "or the client disconnected)", x->what, cfg.shown_url,
+                    where, x->why);
       errno = ESHUTDOWN;
       return -1;
     }
   }
   if (!x->reported)
-    nbdkit_error ("%s: %s%s: %s%s", x->what, cfg.url, where, x->why,
+    nbdkit_error ("%s: %s%s: %s%s", x->what, cfg.shown_url, where, x->why,
                   x->transient ? " (retries exhausted)" : "");
   errno = EIO;
   return -1;
@@ -1268,7 +1352,7 @@ copy_info (struct object_info *info, const struct xfer *x)
 {
   if (x->bad_validator)
     nbdkit_debug ("%s: %s: the server sent an ETag or Last-Modified with "
-                  "control characters: not used", x->what, cfg.url);
+                  "control characters: not used", x->what, cfg.shown_url);
   info->status = x->status;
   strcpy (info->etag, x->etag);
   strcpy (info->last_modified, x->last_modified);
@@ -1292,11 +1376,11 @@ engine_serving (void)
               object.last_modified);
   else {
     nbdkit_debug ("%s: no ETag or Last-Modified: the object cannot be "
-                  "pinned", cfg.url);
+                  "pinned", cfg.shown_url);
     return 0;
   }
   pinned = true;
-  nbdkit_debug ("%s: reads pinned with %s", cfg.url, pin_header);
+  nbdkit_debug ("%s: reads pinned with %s", cfg.shown_url, pin_header);
   return 0;
 }
 
@@ -1310,7 +1394,7 @@ engine_unpin (void)
 
   if (pinned)
     nbdkit_debug ("%s: a writable connection: reads no longer pinned",
-                  cfg.url);
+                  cfg.shown_url);
   pinned = false;
 }
 
@@ -1377,25 +1461,34 @@ engine_get_spans (struct conn *c, struct span *spans, unsigned nspans)
 }
 
 /* Partial PUT is an extension a server may ignore, replacing the whole
- * object with one block.  So each accepted write is checked with a HEAD
- * before any other write is sent, until one write proves the server
- * honours Content-Range: a server that ignored it left an object of
- * 'count' bytes, never of the original size, since offset + count <=
- * size.  A write of the whole object proves nothing (its result is the
- * same either way, so it is correct, but the next partial write is not
- * safe), so the checks go on after it.  Writes wait at the gate until
- * the check is done.
+ * object with one block.  So each accepted write is checked (the
+ * object's size, with HEAD) before any other write is sent, until one
+ * write proves the server honours Content-Range: a server that ignored
+ * it left an object of 'count' bytes, never of the original size, since
+ * offset + count <= size.  A write of the whole object proves nothing
+ * (its result is the same either way, so it is correct, but the next
+ * partial write is not safe), so the checks go on after it.  A write
+ * whose outcome is unknown (the check failed, or the PUT did) leaves the
+ * gate UNCONFIRMED: the next write first checks the size, and is not
+ * sent if that fails too.  Writes wait at the gate while a check runs.
  */
 static struct {
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  enum { UNCHECKED, CHECKING, CHECKED, BROKEN } state;
+  enum { UNCHECKED, CHECKING, UNCONFIRMED, CHECKED, BROKEN } state;
+  /* UNCONFIRMED: the write to check, and whether the server took it. */
+  uint32_t count;
+  uint64_t offset;
+  bool accepted;
 } gate = {
   .lock = PTHREAD_MUTEX_INITIALIZER,
   .cond = PTHREAD_COND_INITIALIZER,
   .state = UNCHECKED,
 };
 
+/* 1: the server took the write (2xx); 0: it refused it with a status;
+ * -1: no answer (whether it was done is unknown).  Reports errors.
+ */
 static int
 put (const void *buf, uint32_t count, uint64_t offset)
 {
@@ -1407,83 +1500,129 @@ put (const void *buf, uint32_t count, uint64_t offset)
   if (perform (&x) == -1)
     return -1;
   if (x.status >= 200 && x.status <= 299)
-    return 0;
+    return 1;
   if (x.status == 400 || x.status == 405 || x.status == 501)
     nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
                   "refused a partial PUT with HTTP %ld: it does not take "
                   "partial writes (use nbdkit -r to serve it read-only)",
-                  cfg.url, offset, offset + count - 1, x.status);
+                  cfg.shown_url, offset, offset + count - 1, x.status);
   else
     nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
-                  "answered HTTP %ld", cfg.url, offset, offset + count - 1,
-                  x.status);
-  errno = EIO;
-  return -1;
+                  "answered HTTP %ld", cfg.shown_url, offset,
+                  offset + count - 1, x.status);
+  return 0;
 }
 
-/* 0: the object kept its size; 1: it did not; -1: HEAD failed. */
+/* After the write of count bytes at offset: 0 when the object kept its
+ * size, 1 when it did not (reported), -1 when the size could not be
+ * found (reported).  The size from HEAD, or where HEAD is refused or
+ * gives none, from a ranged GET.
+ */
 static int
-check_first_write (uint32_t count, uint64_t offset)
+check_size (uint32_t count, uint64_t offset)
 {
   struct object_info now = { .size = -1 };
 
   if (engine_head (&now) == -1)
     return -1;
-  if (now.status < 200 || now.status > 299 || now.size != object.size) {
+  if (now.status < 200 || now.status > 299 || now.size < 0) {
+    now.size = -1;
+    if (engine_get_byte (&now, 0) == -1)
+      return -1;
+  }
+  if (now.size != object.size) {
     nbdkit_error ("pwrite: %s: the server ignored Content-Range: after "
-                  "writing %" PRIu32 " bytes at offset %" PRIu64 " HEAD "
-                  "answered HTTP %ld with a size of %" PRIi64 " bytes, "
-                  "not %" PRIi64 "; no further writes will be sent",
-                  cfg.url, count, offset, now.status, now.size, object.size);
+                  "writing %" PRIu32 " bytes at offset %" PRIu64 " the "
+                  "object has %" PRIi64 " bytes, not %" PRIi64 "; no "
+                  "further writes will be sent", cfg.shown_url, count,
+                  offset, now.size, object.size);
     return 1;
   }
   return 0;
 }
 
+/* With gate.lock held: leave CHECKING for the outcome of a check of the
+ * write of count bytes, which the server took or not.
+ */
+static void
+gate_set_locked (int checked, uint32_t count, uint64_t offset,
+                 bool accepted)
+{
+  if (checked == 1)
+    gate.state = BROKEN;
+  else if (checked == -1) {
+    gate.state = UNCONFIRMED;
+    gate.count = count;
+    gate.offset = offset;
+    gate.accepted = accepted;
+  }
+  else if (accepted && count != object.size)
+    gate.state = CHECKED;
+  else
+    gate.state = UNCHECKED;
+  pthread_cond_broadcast (&gate.cond);
+}
+
 int
 engine_pwrite (const void *buf, uint32_t count, uint64_t offset)
 {
-  int r, checked = -1;
+  int done, checked;
 
   pthread_mutex_lock (&gate.lock);
-  while (gate.state == CHECKING)
-    pthread_cond_wait (&gate.cond, &gate.lock);
+  for (;;) {
+    while (gate.state == CHECKING)
+      pthread_cond_wait (&gate.cond, &gate.lock);
+    if (gate.state != UNCONFIRMED)
+      break;
+    /* An earlier write's outcome is unknown: find it out first. */
+    gate.state = CHECKING;
+    pthread_mutex_unlock (&gate.lock);
+    checked = check_size (gate.count, gate.offset);
+    pthread_mutex_lock (&gate.lock);
+    gate_set_locked (checked, gate.count, gate.offset, gate.accepted);
+    if (checked == -1) {
+      pthread_mutex_unlock (&gate.lock);
+      nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": not sent: "
+                    "whether the server took an earlier write as a partial "
+                    "one cannot be confirmed", cfg.shown_url, offset,
+                    offset + count - 1);
+      errno = EIO;
+      return -1;
+    }
+  }
   if (gate.state == BROKEN) {
     pthread_mutex_unlock (&gate.lock);
     nbdkit_error ("pwrite: %s: writes stopped: the server ignored "
-                  "Content-Range on an earlier write", cfg.url);
+                  "Content-Range on an earlier write", cfg.shown_url);
     errno = EIO;
     return -1;
   }
   if (gate.state == CHECKED) {
     pthread_mutex_unlock (&gate.lock);
-    return put (buf, count, offset);
+    if (put (buf, count, offset) == 1)
+      return 0;
+    errno = EIO;
+    return -1;
   }
 
   /* UNCHECKED: this write goes alone and is checked. */
   gate.state = CHECKING;
   pthread_mutex_unlock (&gate.lock);
 
-  r = put (buf, count, offset);
-  if (r == 0) {
-    checked = check_first_write (count, offset);
-    if (checked != 0) {
-      r = -1;
-      errno = EIO;
-    }
-  }
+  done = put (buf, count, offset);
+  /* A refused write changed nothing: nothing to check. */
+  checked = done == 1 ? check_size (count, offset) : done == 0 ? 0 : -1;
 
   pthread_mutex_lock (&gate.lock);
-  /* A refused write, a failed HEAD or a write of the whole object
-   * proves nothing either way: the next write is checked instead.
-   */
-  if (checked == 0 && count != object.size)
-    gate.state = CHECKED;
-  else if (checked == 1)
-    gate.state = BROKEN;
-  else
-    gate.state = UNCHECKED;
-  pthread_cond_broadcast (&gate.cond);
+  gate_set_locked (checked, count, offset, done == 1);
   pthread_mutex_unlock (&gate.lock);
-  return r;
+  if (done == 1 && checked == 0)
+    return 0;
+  if (done == 1 && checked == -1)
+    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
+                  "took the write, but whether it wrote only those bytes "
+                  "cannot be confirmed", cfg.shown_url, offset,
+                  offset + count - 1);
+  errno = EIO;
+  return -1;
 }

@@ -43,7 +43,7 @@ probe_object (void)
      * range, so there is nothing more to prove.
      */
     if (head.size < 0) {
-      nbdkit_error ("%s: cannot find the file's size", cfg.url);
+      nbdkit_error ("%s: cannot find the file's size", cfg.shown_url);
       return -1;
     }
     object = head;
@@ -59,12 +59,12 @@ probe_object (void)
   else if (head_refused (head.status) ||
            (head.status >= 200 && head.status <= 299))
     nbdkit_debug ("HEAD %s: HTTP %ld%s: finding the size with a ranged GET",
-                  cfg.url, head.status,
+                  cfg.shown_url, head.status,
                   head.size < 0 ? " without Content-Length"
                   : head.size == 0 ? " with Content-Length: 0" : "");
   else {
     nbdkit_error ("HEAD %s: the server answered HTTP %ld",
-                  cfg.url, head.status);
+                  cfg.shown_url, head.status);
     return -1;
   }
 
@@ -78,12 +78,12 @@ probe_object (void)
     return -1;
   if (get.size < 0) {
     nbdkit_error ("GET %s: one byte: the answer does not give the "
-                  "object's size (Content-Range total is '*')", cfg.url);
+                  "object's size (Content-Range total is '*')", cfg.shown_url);
     return -1;
   }
   if (head.size == 0 && get.size > 0)
     nbdkit_debug ("%s: HEAD said 0 bytes, a ranged GET says %" PRIi64
-                  ": using %" PRIi64, cfg.url, get.size, get.size);
+                  ": using %" PRIi64, cfg.shown_url, get.size, get.size);
   /* Validators from HEAD when it answered with the size, else from the
    * GET.
    */
@@ -91,7 +91,7 @@ probe_object (void)
     head.size == get.size ? head : get;
   object.size = get.size;
   nbdkit_debug ("%s: %" PRIi64 " bytes, ETag %s, Last-Modified %s",
-                cfg.url, object.size,
+                cfg.shown_url, object.size,
                 object.etag[0] ? object.etag : "(none)",
                 object.last_modified[0] ? object.last_modified : "(none)");
   return engine_serving ();
