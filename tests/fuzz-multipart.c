@@ -1250,6 +1250,40 @@ arg (const char *s, const char *what)
   return v;
 }
 
+/* Content-Type values: the boundary, or NULL where the type must be
+ * refused.  Returns the number of wrong answers.
+ */
+static unsigned
+content_types (void)
+{
+  static const struct { const char *v, *boundary; } cases[] = {
+    { "multipart/byteranges; boundary=abc", "abc" },
+    { "Multipart/ByteRanges;boundary=\"a b\"", "a b" },
+    { "multipart/byteranges ; boundary=abc", "abc" },
+    { "multipart/byteranges; charset=x; boundary=abc", "abc" },
+    { "multipart/byterangesX; boundary=abc", NULL },
+    { "multipart/byteranges-x; boundary=abc", NULL },
+    { "multipart/byteranges", NULL },
+    { "multipart/byteranges; boundary=", NULL },
+    { "multipart/byteranges; boundary=\"abc", NULL },
+    { "multipart/mixed; boundary=abc", NULL },
+  };
+  char b[72];
+  unsigned i, bad = 0;
+  bool ok;
+
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ok = parse_multipart_type (cases[i].v, b, sizeof b);
+    if (ok != (cases[i].boundary != NULL) ||
+        (ok && strcmp (b, cases[i].boundary) != 0)) {
+      printf ("fuzz-multipart: Content-Type '%s': %s\n", cases[i].v,
+              ok ? "accepted wrongly or wrong boundary" : "refused");
+      bad++;
+    }
+  }
+  return bad;
+}
+
 int
 main (int argc, char *argv[])
 {
@@ -1275,7 +1309,8 @@ main (int argc, char *argv[])
     first = arg (argv[a++], "FIRST");
 
   clock_gettime (CLOCK_MONOTONIC, &t0);
-  failed = named_cases (seed, &named);
+  failed = content_types ();
+  failed += named_cases (seed, &named);
   /* Stop after a few failures: each says how to repeat it. */
   for (i = first; i < first + count && failed < 5; i++)
     if (!run_case (seed, i, NULL, &rand_cases))

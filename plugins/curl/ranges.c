@@ -143,7 +143,8 @@ parse_multipart_type (const char *v, char *boundary, size_t size)
   const char *p, *end;
   size_t n;
 
-  if (strncasecmp (v, "multipart/byteranges", 20) != 0)
+  if (strncasecmp (v, "multipart/byteranges", 20) != 0 ||
+      (v[20] != '\0' && v[20] != ';' && v[20] != ' ' && v[20] != '\t'))
     return false;
   for (p = v + 20; (p = strchr (p, ';')) != NULL; ) {
     p++;
