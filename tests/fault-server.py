@@ -870,6 +870,71 @@ class Flaky(Handler):
             super().serve_range(data, start, end)
 
 
+class ReplaceDisguised(ReplaceIgnorePrecondition):
+    """ReplaceIgnorePrecondition, but the answers that carry the new
+    bytes disguise their new validator in a form a client may fail to
+    compare (disguise, overridden by each mode below).  Until the object
+    is replaced every answer (HEAD, the first GETs) has the normal
+    validators, so the client pins the object as usual."""
+
+    first = None                # the validators the object was opened with
+
+    def validators(self):
+        if getattr(self, "snapshot", None):
+            return self.snapshot
+        vals = super().validators()
+        with count_lock:
+            if ReplaceDisguised.first is None:
+                ReplaceDisguised.first = vals
+            first = ReplaceDisguised.first
+        if vals == first:
+            return vals
+        return self.disguise(vals, dict(first)["ETag"])
+
+    @staticmethod
+    def padded_etag(vals, length):
+        """A strong ETag of LENGTH characters, quotes included, that
+        starts like the real new one."""
+        inner = dict(vals)["ETag"].strip('"') + "-"
+        inner += "x" * (length - 2 - len(inner))
+        return '"%s"' % inner
+
+
+class ReplaceDropEtag(ReplaceDisguised):
+    """The new bytes come with no ETag at all, only a newer
+    Last-Modified."""
+
+    def disguise(self, vals, old_etag):
+        return [(k, v) for k, v in vals if k != "ETag"]
+
+
+class ReplaceLongEtag(ReplaceDisguised):
+    """The new bytes come with a strong ETag of 300 characters: longer
+    than a client may keep, but on a header line of ordinary length."""
+
+    def disguise(self, vals, old_etag):
+        return [(k, self.padded_etag(vals, 300) if k == "ETag" else v)
+                for k, v in vals]
+
+
+class ReplaceHugeEtag(ReplaceDisguised):
+    """The new bytes come with an ETag header line of more than 1100
+    bytes: longer than a client may read a header line."""
+
+    def disguise(self, vals, old_etag):
+        return [(k, self.padded_etag(vals, 1200) if k == "ETag" else v)
+                for k, v in vals]
+
+
+class ReplaceDupEtag(ReplaceDisguised):
+    """The new bytes come with two ETag headers: the new one, then the
+    one the object was opened with.  ETag is a singleton field (RFC 9110
+    8.8.3); a client that keeps the last one sees the old object."""
+
+    def disguise(self, vals, old_etag):
+        return vals + [("ETag", old_etag)]
+
+
 MODES = {
     "normal": Handler,
     "reset-some": ResetSome,
@@ -897,6 +962,10 @@ MODES = {
     "control-validators": ControlValidators,
     "503-long": Unavailable503Long,
     "fuzz-answers": FuzzAnswers,
+    "replace-drop-etag": ReplaceDropEtag,
+    "replace-long-etag": ReplaceLongEtag,
+    "replace-huge-etag": ReplaceHugeEtag,
+    "replace-dup-etag": ReplaceDupEtag,
 }
 
 # multipart-lf: legal, bare LF framing.  multipart-{short,long}{1,2}-
