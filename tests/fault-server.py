@@ -935,6 +935,39 @@ class ReplaceDupEtag(ReplaceDisguised):
         return vals + [("ETag", old_etag)]
 
 
+class HeadZeroChunked(HeadZero):
+    """HEAD says Content-Length: 0 (as HeadZero).  The size probe's GET
+    of bytes=0-0 is answered 200 with Content-Length: 0 and also
+    Transfer-Encoding: chunked, which wins (RFC 9112 6.3): the body is
+    the whole object in chunks.  A client that reads "200 and
+    Content-Length: 0" as the proof of an empty object serves an empty
+    disk.  Other ranges are answered correctly."""
+
+    def serve_range(self, data, start, end):
+        if (start, end) != (0, 0):
+            super().serve_range(data, start, end)
+            return
+        body = data[0:len(data)]
+        self.send_response(200)
+        for k, v in self.validators():
+            self.send_header(k, v)
+        self.send_header("Content-Length", "0")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent = 0
+        try:
+            for i in range(0, len(body), 65536):
+                chunk = body[i:i + 65536]
+                self.wfile.write(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+                sent += len(chunk)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        finally:
+            self.log_request_line(200, sent)
+
+
 MODES = {
     "normal": Handler,
     "reset-some": ResetSome,
@@ -966,6 +999,7 @@ MODES = {
     "replace-long-etag": ReplaceLongEtag,
     "replace-huge-etag": ReplaceHugeEtag,
     "replace-dup-etag": ReplaceDupEtag,
+    "head-zero-chunked": HeadZeroChunked,
 }
 
 # multipart-lf: legal, bare LF framing.  multipart-{short,long}{1,2}-
