@@ -968,6 +968,69 @@ class HeadZeroChunked(HeadZero):
             self.log_request_line(200, sent)
 
 
+def drip(handler, status, headers, length):
+    """Headers promising a LENGTH-byte body, then that body at two bytes
+    a second (so a client that waits for it all waits LENGTH / 2 s), and
+    the connection closed.  Stops when the client hangs up."""
+    handler.send_response(status)
+    for k, v in headers:
+        handler.send_header(k, v)
+    handler.send_header("Content-Length", str(length))
+    handler.end_headers()
+    # Logged now: the request's own line comes only when the drip ends.
+    log("drip: %s %s range=%s content-range=\"%s\": HTTP %d, %d bytes "
+        "at 2 a second" % (handler.command, handler.path,
+                           handler.headers.get("Range") or "-",
+                           handler.headers.get("Content-Range") or "-",
+                           status, length))
+    sent = 0
+    try:
+        handler.wfile.flush()
+        while sent < length:
+            time.sleep(1)
+            handler.wfile.write(b"." * min(2, length - sent))
+            handler.wfile.flush()
+            sent += min(2, length - sent)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        handler.close_connection = True
+        handler.log_request_line(status, sent)
+
+
+class RedirectDrip(Handler):
+    """/disk.img redirects (302) to /real/disk.img, which serves it; the
+    redirect to a GET has a 200-byte body that takes 100 s to arrive
+    (the one to a HEAD says Content-Length: 200 too, but a HEAD answer
+    has no body).  A client ignores that body, but must not wait for
+    all of it."""
+
+    def do_HEAD(self):
+        if self.path.startswith("/real/"):
+            super().do_HEAD()
+        else:
+            self.answer(302, headers=[("Location", "/real" + self.path)],
+                        send_body=False, length=200)
+
+    def do_GET(self):
+        if self.path.startswith("/real/"):
+            super().do_GET()
+        else:
+            drip(self, 302, [("Location", "/real" + self.path)], 200)
+
+
+class PutDrip(Handler):
+    """A partial PUT is applied, then answered 200 with a 200-byte body
+    that takes 100 s to arrive."""
+
+    def write_range(self, offset, body):
+        with file_lock:
+            with open(args.file, "r+b") as f:
+                f.seek(offset)
+                f.write(body)
+        drip(self, 200, [], 200)
+
+
 MODES = {
     "normal": Handler,
     "reset-some": ResetSome,
@@ -1000,6 +1063,8 @@ MODES = {
     "replace-huge-etag": ReplaceHugeEtag,
     "replace-dup-etag": ReplaceDupEtag,
     "head-zero-chunked": HeadZeroChunked,
+    "redirect-drip": RedirectDrip,
+    "put-drip": PutDrip,
 }
 
 # multipart-lf: legal, bare LF framing.  multipart-{short,long}{1,2}-
