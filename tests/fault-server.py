@@ -1031,6 +1031,25 @@ class PutDrip(Handler):
         drip(self, 200, [], 200)
 
 
+class IgnoreContentRangeHead503(IgnoreContentRange):
+    """A PUT replaces the whole object (as IgnoreContentRange), and every
+    HEAD after the first PUT answers 503, so a client that checks its
+    first write with a HEAD learns nothing.  HEAD before any PUT is
+    correct, so start-up works."""
+
+    put_seen = False
+
+    def do_PUT(self):
+        IgnoreContentRangeHead503.put_seen = True
+        super().do_PUT()
+
+    def do_HEAD(self):
+        if IgnoreContentRangeHead503.put_seen:
+            self.answer(503, send_body=False)
+        else:
+            super().do_HEAD()
+
+
 MODES = {
     "normal": Handler,
     "reset-some": ResetSome,
@@ -1065,6 +1084,7 @@ MODES = {
     "head-zero-chunked": HeadZeroChunked,
     "redirect-drip": RedirectDrip,
     "put-drip": PutDrip,
+    "ignore-content-range-head-503": IgnoreContentRangeHead503,
 }
 
 # multipart-lf: legal, bare LF framing.  multipart-{short,long}{1,2}-
