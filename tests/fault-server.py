@@ -870,6 +870,186 @@ class Flaky(Handler):
             super().serve_range(data, start, end)
 
 
+class ReplaceDisguised(ReplaceIgnorePrecondition):
+    """ReplaceIgnorePrecondition, but the answers that carry the new
+    bytes disguise their new validator in a form a client may fail to
+    compare (disguise, overridden by each mode below).  Until the object
+    is replaced every answer (HEAD, the first GETs) has the normal
+    validators, so the client pins the object as usual."""
+
+    first = None                # the validators the object was opened with
+
+    def validators(self):
+        if getattr(self, "snapshot", None):
+            return self.snapshot
+        vals = super().validators()
+        with count_lock:
+            if ReplaceDisguised.first is None:
+                ReplaceDisguised.first = vals
+            first = ReplaceDisguised.first
+        if vals == first:
+            return vals
+        return self.disguise(vals, dict(first)["ETag"])
+
+    @staticmethod
+    def padded_etag(vals, length):
+        """A strong ETag of LENGTH characters, quotes included, that
+        starts like the real new one."""
+        inner = dict(vals)["ETag"].strip('"') + "-"
+        inner += "x" * (length - 2 - len(inner))
+        return '"%s"' % inner
+
+
+class ReplaceDropEtag(ReplaceDisguised):
+    """The new bytes come with no ETag at all, only a newer
+    Last-Modified."""
+
+    def disguise(self, vals, old_etag):
+        return [(k, v) for k, v in vals if k != "ETag"]
+
+
+class ReplaceLongEtag(ReplaceDisguised):
+    """The new bytes come with a strong ETag of 300 characters: longer
+    than a client may keep, but on a header line of ordinary length."""
+
+    def disguise(self, vals, old_etag):
+        return [(k, self.padded_etag(vals, 300) if k == "ETag" else v)
+                for k, v in vals]
+
+
+class ReplaceHugeEtag(ReplaceDisguised):
+    """The new bytes come with an ETag header line of more than 1100
+    bytes: longer than a client may read a header line."""
+
+    def disguise(self, vals, old_etag):
+        return [(k, self.padded_etag(vals, 1200) if k == "ETag" else v)
+                for k, v in vals]
+
+
+class ReplaceDupEtag(ReplaceDisguised):
+    """The new bytes come with two ETag headers: the new one, then the
+    one the object was opened with.  ETag is a singleton field (RFC 9110
+    8.8.3); a client that keeps the last one sees the old object."""
+
+    def disguise(self, vals, old_etag):
+        return vals + [("ETag", old_etag)]
+
+
+class HeadZeroChunked(HeadZero):
+    """HEAD says Content-Length: 0 (as HeadZero).  The size probe's GET
+    of bytes=0-0 is answered 200 with Content-Length: 0 and also
+    Transfer-Encoding: chunked, which wins (RFC 9112 6.3): the body is
+    the whole object in chunks.  A client that reads "200 and
+    Content-Length: 0" as the proof of an empty object serves an empty
+    disk.  Other ranges are answered correctly."""
+
+    def serve_range(self, data, start, end):
+        if (start, end) != (0, 0):
+            super().serve_range(data, start, end)
+            return
+        body = data[0:len(data)]
+        self.send_response(200)
+        for k, v in self.validators():
+            self.send_header(k, v)
+        self.send_header("Content-Length", "0")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent = 0
+        try:
+            for i in range(0, len(body), 65536):
+                chunk = body[i:i + 65536]
+                self.wfile.write(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+                sent += len(chunk)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        finally:
+            self.log_request_line(200, sent)
+
+
+def drip(handler, status, headers, length):
+    """Headers promising a LENGTH-byte body, then that body at two bytes
+    a second (so a client that waits for it all waits LENGTH / 2 s), and
+    the connection closed.  Stops when the client hangs up."""
+    handler.send_response(status)
+    for k, v in headers:
+        handler.send_header(k, v)
+    handler.send_header("Content-Length", str(length))
+    handler.end_headers()
+    # Logged now: the request's own line comes only when the drip ends.
+    log("drip: %s %s range=%s content-range=\"%s\": HTTP %d, %d bytes "
+        "at 2 a second" % (handler.command, handler.path,
+                           handler.headers.get("Range") or "-",
+                           handler.headers.get("Content-Range") or "-",
+                           status, length))
+    sent = 0
+    try:
+        handler.wfile.flush()
+        while sent < length:
+            time.sleep(1)
+            handler.wfile.write(b"." * min(2, length - sent))
+            handler.wfile.flush()
+            sent += min(2, length - sent)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        handler.close_connection = True
+        handler.log_request_line(status, sent)
+
+
+class RedirectDrip(Handler):
+    """/disk.img redirects (302) to /real/disk.img, which serves it; the
+    redirect to a GET has a 200-byte body that takes 100 s to arrive
+    (the one to a HEAD says Content-Length: 200 too, but a HEAD answer
+    has no body).  A client ignores that body, but must not wait for
+    all of it."""
+
+    def do_HEAD(self):
+        if self.path.startswith("/real/"):
+            super().do_HEAD()
+        else:
+            self.answer(302, headers=[("Location", "/real" + self.path)],
+                        send_body=False, length=200)
+
+    def do_GET(self):
+        if self.path.startswith("/real/"):
+            super().do_GET()
+        else:
+            drip(self, 302, [("Location", "/real" + self.path)], 200)
+
+
+class PutDrip(Handler):
+    """A partial PUT is applied, then answered 200 with a 200-byte body
+    that takes 100 s to arrive."""
+
+    def write_range(self, offset, body):
+        with file_lock:
+            with open(args.file, "r+b") as f:
+                f.seek(offset)
+                f.write(body)
+        drip(self, 200, [], 200)
+
+
+class IgnoreContentRangeHead503(IgnoreContentRange):
+    """A PUT replaces the whole object (as IgnoreContentRange), and every
+    HEAD after the first PUT answers 503, so a client that checks its
+    first write with a HEAD learns nothing.  HEAD before any PUT is
+    correct, so start-up works."""
+
+    put_seen = False
+
+    def do_PUT(self):
+        IgnoreContentRangeHead503.put_seen = True
+        super().do_PUT()
+
+    def do_HEAD(self):
+        if IgnoreContentRangeHead503.put_seen:
+            self.answer(503, send_body=False)
+        else:
+            super().do_HEAD()
+
+
 MODES = {
     "normal": Handler,
     "reset-some": ResetSome,
@@ -897,6 +1077,14 @@ MODES = {
     "control-validators": ControlValidators,
     "503-long": Unavailable503Long,
     "fuzz-answers": FuzzAnswers,
+    "replace-drop-etag": ReplaceDropEtag,
+    "replace-long-etag": ReplaceLongEtag,
+    "replace-huge-etag": ReplaceHugeEtag,
+    "replace-dup-etag": ReplaceDupEtag,
+    "head-zero-chunked": HeadZeroChunked,
+    "redirect-drip": RedirectDrip,
+    "put-drip": PutDrip,
+    "ignore-content-range-head-503": IgnoreContentRangeHead503,
 }
 
 # multipart-lf: legal, bare LF framing.  multipart-{short,long}{1,2}-

@@ -8,8 +8,8 @@ set -e
 source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 
-# Nothing listens here (checked just now); each case but the last fails on
-# its parameters before any connection is tried.
+# Nothing listens here (checked just now); each case but the last two
+# fails on its parameters before any connection is tried.
 dead_port=$(free_port)
 url=http://127.0.0.1:$dead_port/disk.img
 
@@ -87,5 +87,17 @@ fi
 
 # Nothing listening: the message names the URL and the failure.
 case_ refused "$url" connect -- "$url"
+# The same with a password in the URL and a presigned URL's signature in
+# its query: the message names the host and port, never those.
+secret_url="http://alice:PASSWORDINURL@127.0.0.1:$dead_port/disk.img"
+secret_url+="?X-Amz-Signature=SIGINURL"
+case_ refused_secrets "127.0.0.1:$dead_port" connect -- "$secret_url"
+for secret in PASSWORDINURL SIGINURL; do
+  if grep -qF "$secret" "$tmp/refused_secrets.err"; then
+    echo "BAD: refused_secrets: $secret was printed:" \
+         "$(grep -F "$secret" "$tmp/refused_secrets.err")" >&2
+    bad=$((bad + 1))
+  fi
+done
 
 [ "$bad" -eq 0 ] || fail "$bad bad error messages"

@@ -3,7 +3,8 @@
 # one fault at a time.  Transient faults (resets, truncated bodies, 503,
 # 429 with Retry-After, stalls past timeout=, a redirect) must be retried
 # to a byte-exact copy; permanent ones (the object replaced mid-copy,
-# with and without If-Match support; ETags that change on every answer,
+# with and without If-Match support, and with its new ETag missing, too
+# long or followed by the old one; ETags that change on every answer,
 # unless pin-object=false; a redirect to file://; 401 without
 # credentials) must end with a non-zero exit and a message naming the
 # cause, within a bounded time.  Never exit 0 with wrong bytes; never
@@ -105,6 +106,14 @@ run auth copy "${fast[@]}" user=alice password=secret
 run replace-after fail:"changed since it was opened" "${fast[@]}"
 run replace-ignore-precondition fail:"changed since it was opened" \
   "${fast[@]}"
+# The same, with the new validator in a form that is easy to overlook:
+# no ETag (only a newer Last-Modified), a strong ETag longer than 255
+# characters, an ETag header line longer than 1100 bytes, or the new
+# ETag followed by a second ETag header with the old one.
+run replace-drop-etag fail:"changed since it was opened" "${fast[@]}"
+run replace-long-etag fail:"changed since it was opened" "${fast[@]}"
+run replace-huge-etag fail:"changed since it was opened" "${fast[@]}"
+run replace-dup-etag fail:"changed since it was opened" "${fast[@]}"
 run unstable-etag fail:"changed since it was opened" "${fast[@]}"
 run unstable-etag copy "${fast[@]}" pin-object=false
 run redirect-file fail:"protocol" "${fast[@]}"

@@ -3,7 +3,9 @@
 # ranged GET before the disk is served as empty.  A server whose HEAD
 # says Content-Length: 0 for a 1 MiB object must give a 1 MiB disk with
 # the object's bytes (not an empty one); a truly empty object is an
-# empty disk.
+# empty disk.  An answer to that GET that says "empty" (200 with
+# Content-Length: 0) but carries the object in chunked framing proves
+# nothing: nbdkit must refuse to start or serve the real size.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -45,3 +47,35 @@ grep -q ' GET bytes=0-0 200 0 ' "$tmp/access.log" || {
   cat "$tmp/access.log" >&2
   fail "no ranged GET confirmed the empty object on nginx"
 }
+
+# HEAD says 0, and the GET of bytes=0-0 is answered 200 with both
+# Content-Length: 0 and Transfer-Encoding: chunked, the chunked body
+# being the whole object (Transfer-Encoding wins, RFC 9112 6.3).  nbdkit
+# may refuse to start or serve the real size, never an empty disk.
+stop_pid "$fault_pid"
+: >"$tmp/fault.log"
+start_fault_server head-zero-chunked "$tmp/disk.img"
+rm -f "$tmp/chunked.size"
+st=0
+timeout 20 "${NBDKIT[@]}" -f -U "$tmp/chunked.sock" -r "$PLUGIN" \
+        "http://127.0.0.1:$fault_port/disk.img" \
+        --run "nbdinfo --size \"\$uri\" >$tmp/chunked.size" \
+        </dev/null 2>"$tmp/chunked.err" || st=$?
+[ "$st" -ne 124 ] || fail "head-zero-chunked: nbdkit hung (killed after 20 s)"
+assert_no_crash "$tmp/chunked.err" "$st"
+grep -q '^GET .*range=bytes=0-0 .*status=200 ' "$tmp/fault.log" || {
+  cat "$tmp/fault.log" >&2
+  fail "head-zero-chunked: the GET of bytes=0-0 was not answered as planned"
+}
+if [ -e "$tmp/chunked.size" ]; then
+  # nbdkit started: --run ran nbdinfo.
+  got=$(cat "$tmp/chunked.size")
+  [ "$got" = "$size" ] ||
+    fail "head-zero-chunked: \"200, Content-Length: 0\" with a chunked" \
+         "body of $size bytes gave a disk of '$got' bytes, not $size"
+  echo "head-zero-chunked: served the real size, $got bytes"
+else
+  [ "$st" -ne 0 ] || fail "head-zero-chunked: nbdkit exited 0 without serving"
+  assert_grep_i "$tmp/chunked.err" error
+  echo "head-zero-chunked: refused: $(grep -i -m1 error "$tmp/chunked.err")"
+fi

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # test-curl-verbose-secrets.sh: under -v -D curl.verbose=1 the plugin
-# shows each request's headers but never a password, the Authorization
-# header libcurl builds from it, a Cookie, or a header= value (any name
+# shows each request's headers but never a password, the user name
+# (for aws-sigv4 it is the access key id; libcurl's own notes, such as
+# "Server auth using Basic with user '...'", name it), the Authorization
+# header libcurl builds from them, a Cookie, or a header= value (any name
 # may carry a token): those lines say "***"; Range and the like show.
-# (nbdkit 1.32 itself prints each parameter's value with -v; that line,
-# "config key=...", is nbdkit's, and password=+FILE keeps the secret out
-# of it.)
+# (nbdkit 1.32 itself prints each parameter's value with -v, user= too;
+# that line, "config key=...", is nbdkit's and not checked here, and
+# password=+FILE keeps the secret out of it.)
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -16,16 +18,17 @@ requires nbdinfo
 start_nginx
 make_random_file "$tmp/www/disk.img" 65536
 printf 'hunter2' >"$tmp/pw"
-b64=$(printf 'alice:hunter2' | base64)
+user=us3r-n4me-zz9
+b64=$(printf '%s:hunter2' "$user" | base64)
 
 start_nbdkit ro -r -v -D curl.verbose=1 "$PLUGIN" \
-  "http://127.0.0.1:$port/disk.img" user=alice "password=+$tmp/pw" \
+  "http://127.0.0.1:$port/disk.img" "user=$user" "password=+$tmp/pw" \
   "header=Cookie: session=c00kie-value" "header=X-Auth-Token: t0ken-value"
 timeout "$client_timeout" nbdinfo --size "$uri" >/dev/null
 stop_nbdkit ro
 
 grep -v 'config key=' "$tmp/ro.err" >"$tmp/plugin.err"
-for secret in hunter2 "$b64" c00kie-value t0ken-value; do
+for secret in hunter2 "$user" "$b64" c00kie-value t0ken-value; do
   if grep -qF -- "$secret" "$tmp/plugin.err"; then
     grep -F -- "$secret" "$tmp/plugin.err" >&2
     fail "a secret was printed: $secret"
