@@ -92,7 +92,7 @@ case_ refused "$url" connect -- "$url"
 secret_url="http://alice:PASSWORDINURL@127.0.0.1:$dead_port/disk.img"
 secret_url+="?X-Amz-Signature=SIGINURL"
 case_ refused_secrets "127.0.0.1:$dead_port" connect -- "$secret_url"
-for secret in PASSWORDINURL SIGINURL; do
+for secret in alice@ PASSWORDINURL SIGINURL; do
   if grep -qF "$secret" "$tmp/refused_secrets.err"; then
     echo "BAD: refused_secrets: $secret was printed:" \
          "$(grep -F "$secret" "$tmp/refused_secrets.err")" >&2
