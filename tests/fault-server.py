@@ -510,6 +510,7 @@ class FuzzAnswers(Handler):
         "short-chunked", "long-keepalive", "long-no-length-close",
         "long-chunked",
         "dup-cr-same", "dup-cr-right-then-wrong", "dup-cr-wrong-then-right",
+        "dup-cr-malformed-then-right",
         "etag-other",
     ]
 
@@ -608,6 +609,11 @@ class FuzzAnswers(Handler):
                    "bytes %d-%d/%d" % (f + d, l + d, size)]
         elif kind == "dup-cr-wrong-then-right":
             crs = ["bytes %d-%d/%d" % (f + d, l + d, size),
+                   "bytes %d-%d/%d" % (f, l, size)]
+            f, l = f + d, l + d
+        elif kind == "dup-cr-malformed-then-right":
+            # The bytes of the malformed one's range: which is meant?
+            crs = ["bytes %d-%d/%d junk" % (f + d, l + d, size),
                    "bytes %d-%d/%d" % (f, l, size)]
             f, l = f + d, l + d
         elif kind == "etag-other":

@@ -110,7 +110,8 @@ struct xfer {
   long status;
   int64_t content_length;
   bool has_content_range;
-  bool framing_twice;           /* Content-Range or -Length twice */
+  bool cl_seen, cr_seen;        /* Content-Length, Content-Range */
+  bool framing_twice;           /* ... came twice, differently */
   uint64_t cr_first, cr_last;
   int64_t cr_total;             /* -1 for '*' */
   bool has_location;
@@ -497,7 +498,7 @@ headers_end (struct xfer *x)
   /* Over HTTP a GET must be 206 with exactly the requested range;
    * file:// has no status or headers to check.
    */
-  if (x->method != GET || cfg.is_file)
+  if (cfg.is_file)
     return true;
   if (x->framing_twice) {
     snprintf (x->why, sizeof x->why, "an answer with two different "
@@ -623,7 +624,7 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     x->status = v ? strtol (v + 1, NULL, 10) : 0;
     x->content_length = -1;
     x->has_content_range = x->has_location = x->headers_done = false;
-    x->framing_twice = false;
+    x->cl_seen = x->cr_seen = x->framing_twice = false;
     x->etag[0] = x->last_modified[0] = x->boundary[0] = '\0';
     x->bad_validator = x->redirect = x->empty = false;
     x->unsatisfied_total = -1;
@@ -651,8 +652,9 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   if (strcasecmp (line, "content-length") == 0) {
     int64_t n = parse_number (v, NULL);
 
-    if (x->content_length != -1 && x->content_length != n)
+    if (x->cl_seen && (n == -1 || x->content_length != n))
       x->framing_twice = true;
+    x->cl_seen = true;
     x->content_length = n;
   }
   else if (strcasecmp (line, "content-range") == 0) {
@@ -663,10 +665,11 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
 
     x->has_content_range = parse_content_range (v, &x->cr_first,
                                                 &x->cr_last, &x->cr_total);
-    if (x->unsatisfied_total != -1 ||
-        (had && !(x->has_content_range && x->cr_first == first &&
-                  x->cr_last == last && x->cr_total == total)))
+    if (x->cr_seen &&
+        !(had && x->has_content_range && x->cr_first == first &&
+          x->cr_last == last && x->cr_total == total))
       x->framing_twice = true;
+    x->cr_seen = true;
     if (strncasecmp (v, "bytes */", 8) == 0) {
       x->unsatisfied_total = parse_number (v + 8, &p);
       if (x->unsatisfied_total >= 0 && *p != '\0')
@@ -699,13 +702,19 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
  */
 #define MAX_IGNORED_BODY (1024 * 1024)
 
+static bool
+body_ignored (const struct xfer *x)
+{
+  return x->method != GET || x->redirect || x->empty;
+}
+
 static size_t
 write_cb (char *data, size_t size, size_t nmemb, void *opaque)
 {
   struct xfer *x = opaque;
   size_t len = size * nmemb;
 
-  if (x->method != GET || x->redirect || x->empty) {
+  if (body_ignored (x)) {
     x->ignored += len;
     if (x->ignored <= MAX_IGNORED_BODY)
       return len;
@@ -762,7 +771,7 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
   struct timespec now;
 
   if ((x->ignoring_since.tv_sec == 0 && x->ignoring_since.tv_nsec == 0) ||
-      !x->headers_done || !(x->method != GET || x->redirect || x->empty))
+      !x->headers_done || !body_ignored (x))
     return 0;
   clock_gettime (CLOCK_MONOTONIC, &now);
   if (now.tv_sec - x->ignoring_since.tv_sec <= (time_t) cfg.timeout)
