@@ -19,6 +19,7 @@
 #include <nbdkit-plugin.h>
 
 #include "curldefs.h"
+#include "secrets.h"
 
 struct curl_config cfg = {
   .connections = DEFAULT_CONNECTIONS,
@@ -416,35 +417,6 @@ config_allows_scheme (const char *scheme)
   return false;
 }
 
-/* The URL as messages show it: without user:password@ and with "?..."
- * for a query, which in presigned URLs holds the signature.  A message
- * may end up in a log or a bug report; url= itself is never printed.
- */
-static int
-make_shown_url (CURLU *u)
-{
-  char *query = NULL, *shown = NULL;
-  CURLUcode rc;
-
-  rc = curl_url_get (u, CURLUPART_QUERY, &query, 0);
-  curl_free (query);
-  if (curl_url_set (u, CURLUPART_USER, NULL, 0) != CURLUE_OK ||
-      curl_url_set (u, CURLUPART_PASSWORD, NULL, 0) != CURLUE_OK ||
-      curl_url_set (u, CURLUPART_OPTIONS, NULL, 0) != CURLUE_OK ||
-      curl_url_set (u, CURLUPART_QUERY, NULL, 0) != CURLUE_OK ||
-      curl_url_set (u, CURLUPART_FRAGMENT, NULL, 0) != CURLUE_OK ||
-      curl_url_get (u, CURLUPART_URL, &shown, 0) != CURLUE_OK ||
-      asprintf (&cfg.shown_url, "%s%s", shown,
-                rc == CURLUE_OK ? "?..." : "") == -1) {
-    curl_free (shown);
-    cfg.shown_url = NULL;
-    nbdkit_error ("url: out of memory");
-    return -1;
-  }
-  curl_free (shown);
-  return 0;
-}
-
 /* The URL must parse and its scheme must be allowed by protocols=. */
 static int
 check_url (void)
@@ -467,12 +439,14 @@ check_url (void)
     nbdkit_error ("url: not a valid URL: %s", curl_url_strerror (rc));
     return -1;
   }
-  if (make_shown_url (u) == -1) {
-    curl_url_cleanup (u);
+  curl_url_cleanup (u);
+  /* Messages may end up in logs: url= itself is never printed. */
+  cfg.shown_url = shown_url (cfg.url);
+  if (cfg.shown_url == NULL) {
     curl_free (scheme);
+    nbdkit_error ("url: out of memory");
     return -1;
   }
-  curl_url_cleanup (u);
 
   allowed = config_allows_scheme (scheme);
   cfg.is_file = strcasecmp (scheme, "file") == 0;

@@ -53,6 +53,7 @@
 #include <nbdkit-plugin.h>
 
 #include "curldefs.h"
+#include "secrets.h"
 
 /* -D curl.verbose=1: show the HTTP exchange, secrets masked.
  * -D curl.times=1: one debug line per request with its latency.
@@ -242,78 +243,18 @@ engine_unload (void)
     pthread_mutex_destroy (&share_locks[i]);
 }
 
-/* -D curl.verbose=1 output.  Debug logs get pasted into bug reports, so
- * of the request's headers only those known to carry no secret are shown
- * with their values (header= and header-script may carry tokens of any
- * name); of the answer's, Set-Cookie is masked; and libcurl's notes about
- * the cookies it stores, which quote their values, are left out.
- */
-static bool
-is_shown_header (curl_infotype type, const char *line, size_t len)
+/* -D curl.verbose=1 output, secrets masked (common/secrets.c). */
+static void
+print_debug (const char *line, void *opaque)
 {
-  static const char *const safe_out[] = {
-    "host:", "range:", "accept:", "user-agent:", "content-range:",
-    "content-length:", "expect:", "if-match:", "if-unmodified-since:",
-    "x-amz-date:", "x-amz-content-sha256:", "transfer-encoding:",
-    "connection:",
-  };
-  size_t i, n;
-
-  if (type == CURLINFO_HEADER_IN)
-    return !(len >= 11 && strncasecmp (line, "set-cookie:", 11) == 0);
-  for (i = 0; i < sizeof safe_out / sizeof safe_out[0]; i++) {
-    n = strlen (safe_out[i]);
-    if (len >= n && strncasecmp (line, safe_out[i], n) == 0)
-      return true;
-  }
-  return false;
+  nbdkit_debug ("%s", line);
 }
 
 static int
 debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
           void *opaque)
 {
-  const char *dir;
-  size_t len;
-  const char *colon, *user;
-
-  switch (type) {
-  case CURLINFO_TEXT: dir = "*"; break;
-  case CURLINFO_HEADER_IN: dir = "<"; break;
-  case CURLINFO_HEADER_OUT: dir = ">"; break;
-  default: return 0;            /* bodies and TLS records are not shown */
-  }
-
-  /* HEADER_OUT is the whole request head; the others are single lines. */
-  while (size > 0) {
-    len = 0;
-    while (len < size && data[len] != '\n')
-      len++;
-    colon = memchr (data, ':', len);
-    user = type == CURLINFO_TEXT ? memmem (data, len, " with user ", 11)
-      : NULL;
-    if (type == CURLINFO_TEXT &&
-        (strncmp (data, "Added cookie", 12) == 0 ||
-         strncmp (data, "Replaced cookie", 15) == 0 ||
-         strncmp (data, "Skipped cookie", 14) == 0))
-      nbdkit_debug ("%s (a cookie note, not shown)", dir);
-    /* "Server auth using Basic with user 'NAME'": the user name (an
-     * AWS access key id with aws-sigv4) is not shown either.
-     */
-    else if (user != NULL)
-      nbdkit_debug ("%s %.*s with user ***", dir, (int) (user - data), data);
-    else if (type != CURLINFO_TEXT && colon != NULL &&
-             !is_shown_header (type, data, len))
-      nbdkit_debug ("%s %.*s: ***", dir, (int) (colon - data), data);
-    else if (len > 0 && !(len == 1 && data[0] == '\r'))
-      nbdkit_debug ("%s %.*s", dir,
-                    (int) (len > 0 && data[len - 1] == '\r' ? len - 1 : len),
-                    data);
-    if (len < size)
-      len++;
-    data += len;
-    size -= len;
-  }
+  show_debug (type, data, size, print_debug, NULL);
   return 0;
 }
 

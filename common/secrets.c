@@ -1,0 +1,253 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * What debug output and messages may show: see secrets.h.
+ */
+
+#include <config.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "secrets.h"
+
+/* Request headers whose values carry no secret.  Any other header, of
+ * any name, may be a token (X-Api-Key, X-Auth-Token, a header-script's
+ * output), so it is shown as "Name: ***".
+ */
+static bool
+safe_request_header (const char *name, size_t len)
+{
+  static const char *const safe[] = {
+    "host", "range", "accept", "user-agent", "content-range",
+    "content-length", "content-type", "expect", "if-match",
+    "if-unmodified-since", "x-amz-date", "x-amz-content-sha256",
+    "transfer-encoding", "connection", "te", ":method", ":scheme",
+    ":authority",
+  };
+  size_t i;
+
+  for (i = 0; i < sizeof safe / sizeof safe[0]; i++)
+    if (strlen (safe[i]) == len && strncasecmp (safe[i], name, len) == 0)
+      return true;
+  return false;
+}
+
+/* Append at most n bytes of s to buf (of size, holding *used). */
+static void
+add (char *buf, size_t size, size_t *used, const char *s, size_t n)
+{
+  if (*used + 1 >= size)
+    return;
+  if (n > size - 1 - *used)
+    n = size - 1 - *used;
+  memcpy (buf + *used, s, n);
+  *used += n;
+  buf[*used] = '\0';
+}
+
+/* A path, or anything ending in one, with its query hidden. */
+static void
+add_without_query (char *buf, size_t size, size_t *used, const char *s,
+                   size_t n)
+{
+  const char *q = memchr (s, '?', n);
+  const char *sp;
+
+  if (q == NULL) {
+    add (buf, size, used, s, n);
+    return;
+  }
+  add (buf, size, used, s, q - s);
+  add (buf, size, used, "?***", 4);
+  /* What follows the path on a request line: " HTTP/1.1". */
+  sp = memchr (q, ' ', n - (q - s));
+  if (sp != NULL)
+    add (buf, size, used, sp, n - (sp - s));
+}
+
+/* One header, "Name: value", of the request (incoming false) or the
+ * answer: shown, or with its value masked.
+ */
+static void
+add_header (char *buf, size_t size, size_t *used, const char *s, size_t n,
+            size_t namelen, bool incoming)
+{
+  bool safe = incoming
+    ? !(namelen == 10 && strncasecmp (s, "set-cookie", 10) == 0)
+    : safe_request_header (s, namelen);
+
+  if (safe && !incoming && namelen == 5 && strncasecmp (s, ":path", 5) == 0)
+    add_without_query (buf, size, used, s, n);
+  else if (safe)
+    add (buf, size, used, s, n);
+  else {
+    add (buf, size, used, s, namelen);
+    add (buf, size, used, ": ***", 5);
+  }
+}
+
+/* The length of the header name at s ("Name: value" or, for HTTP/2,
+ * ":name: value"), or 0 when s is no header.
+ */
+static size_t
+header_name (const char *s, size_t n)
+{
+  size_t i;
+
+  for (i = 0; i < n; i++) {
+    if (s[i] == ':' && i > 0)
+      return i;
+    if (!(s[i] == '-' || s[i] == '_' || (s[i] == ':' && i == 0) ||
+          (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+          (s[i] >= '0' && s[i] <= '9')))
+      return 0;
+  }
+  return 0;
+}
+
+/* libcurl's notes: most are harmless, but some quote a secret. */
+static void
+add_note (char *buf, size_t size, size_t *used, const char *s, size_t n)
+{
+  const char *p, *open = NULL;
+  size_t name;
+
+  if ((n >= 12 && strncmp (s, "Added cookie", 12) == 0) ||
+      (n >= 15 && strncmp (s, "Replaced cookie", 15) == 0) ||
+      (n >= 14 && strncmp (s, "Skipped cookie", 14) == 0)) {
+    add (buf, size, used, "(a cookie note, not shown)", 26);
+    return;
+  }
+  /* "Server auth using Basic with user 'NAME'" (with aws-sigv4 the
+   * name is the access key id).
+   */
+  p = memmem (s, n, " with user ", 11);
+  if (p != NULL) {
+    add (buf, size, used, s, p - s);
+    add (buf, size, used, " with user ***", 14);
+    return;
+  }
+  /* HTTP/2 requests are shown as notes, one header each:
+   * "h2h3 [authorization: Basic ...]", "[HTTP/2] [1] [cookie: ...]".
+   */
+  for (p = s; p < s + n; p++)
+    if (*p == '[')
+      open = p;
+  if (open != NULL) {
+    name = header_name (open + 1, n - (open + 1 - s));
+    if (name > 0) {
+      add (buf, size, used, s, open + 1 - s);
+      add_header (buf, size, used, open + 1, n - (open + 1 - s), name,
+                  false);
+      if (buf[*used - 1] != ']')
+        add (buf, size, used, "]", 1);
+      return;
+    }
+  }
+  add (buf, size, used, s, n);
+}
+
+void
+show_debug (curl_infotype type, const char *data, size_t size,
+            void (*print) (const char *line, void *opaque), void *opaque)
+{
+  char buf[2048];
+  size_t len, used, name;
+  char dir;
+
+  switch (type) {
+  case CURLINFO_TEXT: dir = '*'; break;
+  case CURLINFO_HEADER_IN: dir = '<'; break;
+  case CURLINFO_HEADER_OUT: dir = '>'; break;
+  default: return;              /* bodies and TLS records */
+  }
+
+  /* HEADER_OUT is the whole request head; the others are single lines. */
+  while (size > 0) {
+    for (len = 0; len < size && data[len] != '\n'; len++)
+      ;
+    buf[0] = dir;
+    buf[1] = ' ';
+    buf[2] = '\0';
+    used = 2;
+    if (len > 0 && data[len - 1] == '\r')
+      len--;
+    if (len > 0) {
+      name = header_name (data, len);
+      if (type == CURLINFO_TEXT)
+        add_note (buf, sizeof buf, &used, data, len);
+      else if (name > 0)
+        add_header (buf, sizeof buf, &used, data, len, name,
+                    type == CURLINFO_HEADER_IN);
+      else if (type == CURLINFO_HEADER_OUT)
+        add_without_query (buf, sizeof buf, &used, data, len);
+      else
+        add (buf, sizeof buf, &used, data, len);
+      print (buf, opaque);
+    }
+    while (len < size && data[len] != '\n')
+      len++;
+    if (len < size)
+      len++;
+    data += len;
+    size -= len;
+  }
+}
+
+/* The same by hand, for a URL that does not parse: the user name and
+ * password (up to the authority's last '@') and the query go.
+ */
+static char *
+strip_url (const char *url)
+{
+  const char *sep = strstr (url, "://");
+  const char *rest = sep ? sep + 3 : url;
+  size_t authority = strcspn (rest, "/?#"), i;
+  char *r;
+
+  for (i = authority; i > 0; i--) {
+    if (rest[i - 1] == '@') {
+      rest += i;
+      break;
+    }
+  }
+  if (asprintf (&r, "%.*s%.*s%s", (int) (sep ? sep + 3 - url : 0), url,
+                (int) strcspn (rest, "?#"), rest,
+                rest[strcspn (rest, "?#")] == '?' ? "?..." : "") == -1)
+    return NULL;
+  return r;
+}
+
+char *
+shown_url (const char *url)
+{
+  CURLU *u = curl_url ();
+  char *query = NULL, *shown = NULL, *r = NULL;
+  bool has_query;
+
+  if (u == NULL)
+    return NULL;
+  if (curl_url_set (u, CURLUPART_URL, url,
+                    CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK) {
+    curl_url_cleanup (u);
+    return strip_url (url);
+  }
+  has_query = curl_url_get (u, CURLUPART_QUERY, &query, 0) == CURLUE_OK;
+  curl_free (query);
+  if (curl_url_set (u, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
+      curl_url_set (u, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
+      curl_url_set (u, CURLUPART_OPTIONS, NULL, 0) == CURLUE_OK &&
+      curl_url_set (u, CURLUPART_QUERY, NULL, 0) == CURLUE_OK &&
+      curl_url_set (u, CURLUPART_FRAGMENT, NULL, 0) == CURLUE_OK &&
+      curl_url_get (u, CURLUPART_URL, &shown, 0) == CURLUE_OK &&
+      asprintf (&r, "%s%s", shown, has_query ? "?..." : "") == -1)
+    r = NULL;
+  curl_free (shown);
+  curl_url_cleanup (u);
+  return r;
+}

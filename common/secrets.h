@@ -1,0 +1,38 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * One rule for what the plugin's -D curl.verbose=1 and curlpipe's -v
+ * show of an HTTP exchange, and for how a URL appears in a message:
+ * debug output and error messages end up in logs and bug reports, so
+ * they never carry a credential, a cookie, a token in a header of any
+ * name, or a presigned URL's signature.
+ */
+
+#ifndef COMMON_SECRETS_H
+#define COMMON_SECRETS_H
+
+#include <stddef.h>
+
+#include <curl/curl.h>
+
+/* Show libcurl's debug data (CURLOPT_DEBUGFUNCTION: type, data, size)
+ * line by line, each as "DIR TEXT" ('*' libcurl's notes, '>' request
+ * headers, '<' answer headers) passed to print, with secrets replaced by
+ * "***".  Of the request's headers only those known to carry none are
+ * shown with their values (a header= or -H value may be a token of any
+ * name); of the answer's, all but Set-Cookie; query strings are hidden;
+ * and libcurl's notes that quote a cookie, a user name or an HTTP/2
+ * header are masked the same way.  Bodies and TLS records are not shown.
+ */
+extern void show_debug (curl_infotype type, const char *data, size_t size,
+                        void (*print) (const char *line, void *opaque),
+                        void *opaque);
+
+/* url without user:password@, and with "?..." for its query (a
+ * presigned URL's signature), for messages; NULL when out of memory.
+ * Free it with free.
+ */
+extern char *shown_url (const char *url);
+
+#endif /* COMMON_SECRETS_H */
