@@ -14,11 +14,17 @@
 
 #include <curl/curl.h>
 
-/* Exit statuses, documented in curlpipe(1). */
+/* Exit statuses, documented in curlpipe(1).  A failing transfer exits
+ * with libcurl's CURLcode, which is curl's exit status for the same
+ * failure (3 bad URL, 6 resolve, 7 connect, 18 partial, 23 write error,
+ * 28 timeout, 35 and 60 TLS ...), so scripts written for curl work.
+ */
 #define EXIT_OK 0
-#define EXIT_TRANSFER 1         /* connection, TLS, timeout, I/O errors */
 #define EXIT_USAGE 2
 #define EXIT_HTTP 22            /* -f and HTTP >= 400, as curl does */
+#define EXIT_WRITE 23           /* CURLE_WRITE_ERROR */
+#define EXIT_READ 26            /* CURLE_READ_ERROR: standard input */
+#define EXIT_NOMEM 27           /* CURLE_OUT_OF_MEMORY */
 
 struct options {
   const char *url;
@@ -27,14 +33,23 @@ struct options {
   const char *userpwd;
   bool insecure;
   const char *cacert;
+  const char *cert, *key;       /* client certificate */
   bool fail;
-  const char *output;           /* NULL: standard output */
+  const char *output;           /* NULL or "-": standard output */
+  const char *dump_header;      /* -D FILE, "-" for standard output */
+  const char *write_out;        /* -w FORMAT */
   bool silent;
   bool verbose;
   long http_version;
   long connect_timeout_ms;      /* 0: libcurl's default */
   long max_time_ms;             /* 0: none */
   const char *unix_socket;
+  const char *proxy, *noproxy, *proxy_userpwd;
+  struct curl_slist *resolve;   /* --resolve */
+  struct curl_slist *connect_to;  /* --connect-to */
+  curl_off_t limit_rate;        /* bytes per second, 0: none */
+  const char *user_agent;
+  curl_off_t upload_size;       /* -1: from the file, else chunked */
 };
 
 /* Runs the transfer; returns the exit status, and on a failure puts

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "curlpipe.h"
+#include "secrets.h"
 
 /* Bigger than libcurl's 64 KiB upload and 16 KiB download defaults:
  * fewer callbacks and system calls per byte in a bulk upload, and no
@@ -72,8 +73,11 @@ struct pipe_state {
   const struct options *opt;
   char *msg;                    /* the failure, for main.c to print */
   size_t msglen;
+  char *url;                    /* opt->url as messages show it */
   CURL *easy;
-  int in_fd, out_fd;
+  int in_fd, out_fd;            /* out_fd: -1 until -o FILE is opened */
+  FILE *header_file;            /* -D FILE, NULL for none or "-" */
+  bool answer_ended;            /* see drive */
   bool in_stream;               /* standard input is a pipe or socket */
   bool in_drained;              /* the last read took all there was */
   bool in_blocking;             /* not O_NONBLOCK (a terminal, a file) */
@@ -266,6 +270,53 @@ flush_out (struct pipe_state *st)
   return true;
 }
 
+/* -o FILE is opened (and an existing one truncated) only when there is
+ * an answer to put in it: a transfer that fails before it leaves the
+ * file as it was.  False after recording an error.
+ */
+static bool
+open_output (struct pipe_state *st)
+{
+  const char *name = st->opt->output;
+
+  if (st->out_fd >= 0)
+    return true;
+  st->out_fd = open (name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (st->out_fd == -1) {
+    snprintf (st->out_error, sizeof st->out_error, "%s: %s", name,
+              strerror (errno));
+    return false;
+  }
+  st->body_fd = st->out_fd;
+  return true;
+}
+
+/* -D: each header line of the answers, to the file or to the answer's
+ * stream ("-"), as curl writes them.
+ */
+static size_t
+header_cb (char *data, size_t size, size_t nmemb, void *opaque)
+{
+  struct pipe_state *st = opaque;
+  size_t len = size * nmemb;
+
+  if (st->header_file != NULL) {
+    if (fwrite (data, 1, len, st->header_file) != len) {
+      snprintf (st->out_error, sizeof st->out_error, "-D: %s",
+                strerror (errno));
+      return 0;
+    }
+    return len;
+  }
+  if (len > st->out_size - st->out_len) {
+    snprintf (st->out_error, sizeof st->out_error, "-D -: headers too long");
+    return 0;
+  }
+  memcpy (st->out + st->out_len, data, len);
+  st->out_len += len;
+  return len;
+}
+
 static size_t
 write_cb (char *data, size_t size, size_t nmemb, void *opaque)
 {
@@ -279,6 +330,8 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
     if (st->opt->fail && code >= 400)
       st->body_fd = STDERR_FILENO;
+    else if (!open_output (st))
+      return 0;
   }
 
   if (len > st->out_size - st->out_len) {
@@ -303,46 +356,21 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
   return len;
 }
 
-/* -v: headers and libcurl's notes on stderr, credentials and cookies
- * masked: verbose output gets pasted into bug reports.
+/* -v: the exchange's headers and libcurl's notes on stderr, without
+ * secrets (common/secrets.c): verbose output gets pasted into bug
+ * reports.
  */
+static void
+print_debug (const char *line, void *opaque)
+{
+  fprintf (stderr, "%s\n", line);
+}
+
 static int
 debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
           void *opaque)
 {
-  static const char *const secret[] = {
-    "authorization:", "proxy-authorization:", "cookie:", "set-cookie:",
-  };
-  const char *dir;
-  size_t len, i;
-  bool masked;
-
-  switch (type) {
-  case CURLINFO_TEXT: dir = "*"; break;
-  case CURLINFO_HEADER_IN: dir = "<"; break;
-  case CURLINFO_HEADER_OUT: dir = ">"; break;
-  default: return 0;
-  }
-  while (size > 0) {
-    for (len = 0; len < size && data[len] != '\n'; len++)
-      ;
-    masked = false;
-    for (i = 0; i < sizeof secret / sizeof secret[0]; i++) {
-      size_t n = strlen (secret[i]);
-
-      if (len >= n && strncasecmp (data, secret[i], n) == 0) {
-        fprintf (stderr, "%s %.*s ***\n", dir, (int) n, data);
-        masked = true;
-      }
-    }
-    if (!masked && len > 0 && !(len == 1 && data[0] == '\r'))
-      fprintf (stderr, "%s %.*s\n", dir,
-               (int) (data[len - 1] == '\r' ? len - 1 : len), data);
-    if (len < size)
-      len++;
-    data += len;
-    size -= len;
-  }
+  show_debug (type, data, size, print_debug, NULL);
   return 0;
 }
 
@@ -372,6 +400,16 @@ show_progress (struct pipe_state *st, bool last)
            st->sent / 1048576.0, st->sent / 1048576.0 / secs,
            st->received / 1048576.0, st->received / 1048576.0 / secs,
            last ? "\n" : "");
+}
+
+static const char *
+ca_bundle (const struct options *opt)
+{
+  if (opt->cacert)
+    return opt->cacert;
+  if (getenv ("CURL_CA_BUNDLE"))
+    return getenv ("CURL_CA_BUNDLE");
+  return getenv ("SSL_CERT_FILE");
 }
 
 /* Options of the transfer; false after reporting a failure. */
@@ -423,12 +461,46 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   SET (CURLOPT_PROTOCOLS_STR, "http,https");
   if (opt->userpwd)
     SET (CURLOPT_USERPWD, opt->userpwd);
+  SET (CURLOPT_USERAGENT, opt->user_agent ? opt->user_agent
+       : "curlpipe/" PACKAGE_VERSION);
   if (opt->insecure) {
     SET (CURLOPT_SSL_VERIFYPEER, 0L);
     SET (CURLOPT_SSL_VERIFYHOST, 0L);
   }
-  if (opt->cacert)
-    SET (CURLOPT_CAINFO, opt->cacert);
+  /* As curl does: --cacert, else $CURL_CA_BUNDLE, else $SSL_CERT_FILE
+   * (and $SSL_CERT_DIR), else libcurl's default.
+   */
+  if (ca_bundle (opt))
+    SET (CURLOPT_CAINFO, ca_bundle (opt));
+  if (opt->cacert == NULL && getenv ("SSL_CERT_DIR") != NULL)
+    SET (CURLOPT_CAPATH, getenv ("SSL_CERT_DIR"));
+  if (opt->cert)
+    SET (CURLOPT_SSLCERT, opt->cert);
+  if (opt->key)
+    SET (CURLOPT_SSLKEY, opt->key);
+  /* An idle tunnel behind a NAT would never notice a dead peer. */
+  SET (CURLOPT_TCP_KEEPALIVE, 1L);
+  SET (CURLOPT_TCP_KEEPIDLE, 60L);
+  SET (CURLOPT_TCP_KEEPINTVL, 60L);
+  /* Without -x, libcurl reads http_proxy, HTTPS_PROXY, NO_PROXY... */
+  if (opt->proxy)
+    SET (CURLOPT_PROXY, opt->proxy);
+  if (opt->noproxy)
+    SET (CURLOPT_NOPROXY, opt->noproxy);
+  if (opt->proxy_userpwd)
+    SET (CURLOPT_PROXYUSERPWD, opt->proxy_userpwd);
+  if (opt->resolve)
+    SET (CURLOPT_RESOLVE, opt->resolve);
+  if (opt->connect_to)
+    SET (CURLOPT_CONNECT_TO, opt->connect_to);
+  if (opt->limit_rate) {
+    SET (CURLOPT_MAX_SEND_SPEED_LARGE, opt->limit_rate);
+    SET (CURLOPT_MAX_RECV_SPEED_LARGE, opt->limit_rate);
+  }
+  if (opt->dump_header) {
+    SET (CURLOPT_HEADERFUNCTION, header_cb);
+    SET (CURLOPT_HEADERDATA, st);
+  }
   if (opt->http_version != CURL_HTTP_VERSION_NONE)
     SET (CURLOPT_HTTP_VERSION, opt->http_version);
   if (opt->connect_timeout_ms)
@@ -442,16 +514,21 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_DEBUGFUNCTION, debug_cb);
   }
   /* A regular file's remaining length is known: Content-Length.
-   * Anything else is sent chunked (HTTP/1.1) as it comes.
+   * Anything else is sent chunked (HTTP/1.1) as it comes, unless the
+   * user gave the length (S3, Azure and some WebDAV servers refuse
+   * chunked bodies).
    */
-  if (fstat (st->in_fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
+  if (opt->upload_size >= 0) {
+    SET (CURLOPT_INFILESIZE_LARGE, opt->upload_size);
+  }
+  else if (fstat (st->in_fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
     pos = lseek (st->in_fd, 0, SEEK_CUR);
     if (pos >= 0 && pos <= sb.st_size)
       SET (CURLOPT_INFILESIZE_LARGE, (curl_off_t) (sb.st_size - pos));
   }
 #undef SET
   if (rc != CURLE_OK) {
-    say (st, "%s: %s", opt->url, curl_easy_strerror (rc));
+    say (st, "%s: %s", st->url, curl_easy_strerror (rc));
     return false;
   }
   return true;
@@ -510,22 +587,71 @@ timer_left (const struct pipe_state *st)
   return left <= 0 ? 0 : (int) left + 1;
 }
 
+/* Does libcurl wait to read from its connection?  Not once the answer
+ * has ended (its last chunk, its Content-Length, or the server's close
+ * of an answer without a length).
+ */
+static bool
+reading_answer (const struct pipe_state *st)
+{
+  int i;
+
+  for (i = 0; i < st->nsocks; i++)
+    if (st->socks[i].events & POLLIN)
+      return true;
+  return false;
+}
+
+static bool
+answer_started (const struct pipe_state *st)
+{
+  long code = 0;
+
+  curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
+  return code != 0;
+}
+
+/* The transfer's result once libcurl says it is done. */
+static CURLcode
+done_result (CURLM *multi, CURLcode result)
+{
+  CURLMsg *msg;
+  int left;
+
+  for (msg = curl_multi_info_read (multi, &left); msg != NULL;
+       msg = curl_multi_info_read (multi, &left))
+    if (msg->msg == CURLMSG_DONE)
+      result = msg->data.result;
+  return result;
+}
+
 /* Drive the transfer until it ends; returns libcurl's result.
  *
  * curl_multi_socket_action with the events poll reported lets libcurl
  * skip the poll of its own that curl_multi_perform makes on every call
  * (one system call in four in an echo round trip).
+ *
+ * The answer may end while standard input is still open (a tunnel whose
+ * far end went away): libcurl 7.88 then still waits for the rest of the
+ * upload, which may never come, so a paused upload with an answer that
+ * libcurl no longer reads ends the transfer here.  A connection that
+ * drops in the middle of an answer is libcurl's error, as usual.
  */
 static CURLcode
 drive (struct pipe_state *st, CURLM *multi)
 {
   struct pollfd pfd[MAX_SOCKETS + 2];
   int running = 1, n, i, in_at, out_at, timeout, left, ev, r;
-  CURLMsg *msg;
   CURLcode result = CURLE_OK;
 
   curl_multi_socket_action (multi, CURL_SOCKET_TIMEOUT, 0, &running);
   while (running) {
+    result = done_result (multi, result);
+    if (st->send_paused && !st->recv_paused && !st->in_eof &&
+        !reading_answer (st) && answer_started (st)) {
+      st->answer_ended = true;
+      return result;
+    }
     if (!flush_out (st))
       return CURLE_WRITE_ERROR;
     show_progress (st, false);
@@ -609,40 +735,120 @@ drive (struct pipe_state *st, CURLM *multi)
       st->timer_ms = -1;
       curl_multi_socket_action (multi, CURL_SOCKET_TIMEOUT, 0, &running);
     }
-
-    for (msg = curl_multi_info_read (multi, &left); msg != NULL;
-         msg = curl_multi_info_read (multi, &left))
-      if (msg->msg == CURLMSG_DONE)
-        result = msg->data.result;
   }
-  return result;
+  /* Also when the transfer ended in the first call, before any poll
+   * (a malformed URL, an unknown scheme): never a silent success.
+   */
+  return done_result (multi, result);
 }
 
-int
-run_transfer (const struct options *opt, char *msg, size_t msglen)
+/* -w: curl's %{variable} names for what users of a streaming upload
+ * check, and \n, \r, \t.  Printed to standard output after the answer.
+ */
+static void
+write_out (const struct pipe_state *st, CURLcode result)
 {
-  struct pipe_state st = {
-    .opt = opt, .msg = msg, .msglen = msglen,
-    .in_fd = STDIN_FILENO, .out_fd = STDOUT_FILENO,
-  };
-  struct curl_slist *headers = NULL;
-  CURLM *multi = NULL;
-  CURLcode result;
+  const char *p = st->opt->write_out, *end;
+  curl_off_t n;
   long code = 0;
-  int status = EXIT_TRANSFER;
-  struct pollfd pfd;
-  struct stat sb;
+  double secs = 0;
+  size_t len;
 
-  if (opt->output) {
-    st.out_fd = open (opt->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                      0666);
-    if (st.out_fd == -1) {
-      say (&st, "%s: %s", opt->output, strerror (errno));
-      return EXIT_TRANSFER;
+  for (; *p; p++) {
+    if (*p == '\\' && p[1] && strchr ("nrt\\", p[1])) {
+      p++;
+      putchar (*p == 'n' ? '\n' : *p == 'r' ? '\r' : *p == 't' ? '\t' : '\\');
+      continue;
+    }
+    end = strncmp (p, "%{", 2) == 0 ? strchr (p, '}') : NULL;
+    if (end == NULL) {
+      putchar (*p);
+      continue;
+    }
+    p += 2;
+    len = end - p;
+#define IS(name) (len == strlen (name) && strncmp (p, name, len) == 0)
+    if (IS ("http_code") || IS ("response_code")) {
+      curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
+      printf ("%03ld", code);
+    }
+    else if (IS ("size_upload") || IS ("size_download")) {
+      curl_easy_getinfo (st->easy, IS ("size_upload")
+                         ? CURLINFO_SIZE_UPLOAD_T : CURLINFO_SIZE_DOWNLOAD_T,
+                         &n);
+      printf ("%" CURL_FORMAT_CURL_OFF_T, n);
+    }
+    else if (IS ("time_total")) {
+      curl_easy_getinfo (st->easy, CURLINFO_TOTAL_TIME, &secs);
+      printf ("%.6f", secs);
+    }
+    else if (IS ("exitcode"))
+      printf ("%d", (int) result);
+    else if (IS ("url"))
+      printf ("%s", st->url);
+    else
+      printf ("%%{%.*s}", (int) len, p);
+#undef IS
+    p = end;
+  }
+  fflush (stdout);
+}
+
+/* Write what standard output has not taken yet, also after a failure:
+ * the bytes that did arrive are delivered.
+ */
+static void
+drain_output (struct pipe_state *st)
+{
+  struct pollfd pfd;
+
+  while (st->out_error[0] == '\0' && st->out_len > 0) {
+    if (!flush_out (st))
+      break;
+    if (st->out_len > 0) {
+      pfd = (struct pollfd) { .fd = st->body_fd, .events = POLLOUT };
+      if (poll (&pfd, 1, -1) == -1 && errno != EINTR) {
+        snprintf (st->out_error, sizeof st->out_error,
+                  "writing the answer: poll: %s", strerror (errno));
+        break;
+      }
     }
   }
-  st.body_fd = st.out_fd;
+}
 
+/* The exit status for the transfer's result, and its message: curl's
+ * exit status for the same failure is its CURLcode.
+ */
+static int
+exit_status (struct pipe_state *st, CURLcode result)
+{
+  long code = 0;
+
+  if (st->in_error[0]) {
+    say (st, "%s: %s", st->url, st->in_error);
+    return EXIT_READ;
+  }
+  if (st->out_error[0]) {
+    say (st, "%s: %s", st->url, st->out_error);
+    return EXIT_WRITE;
+  }
+  if (result != CURLE_OK) {
+    /* The error buffer says more than curl_easy_strerror, when set. */
+    say (st, "%s: %s", st->url,
+         st->errbuf[0] ? st->errbuf : curl_easy_strerror (result));
+    return result;
+  }
+  curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
+  if (st->opt->fail && code >= 400) {
+    say (st, "%s: the server answered HTTP %ld", st->url, code);
+    return EXIT_HTTP;
+  }
+  return EXIT_OK;
+}
+
+static void
+catch_signals (void)
+{
   /* A reader of standard output that went away is an error to report,
    * not a signal that kills curlpipe mid-message.
    */
@@ -654,88 +860,100 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
   catch (SIGTSTP, on_stop);
   catch (SIGTTIN, on_stop);
   catch (SIGTTOU, on_stop);
-  make_nonblocking (st.in_fd);
-  make_nonblocking (st.out_fd);
-  st.in_blocking = !(fcntl (st.in_fd, F_GETFL) & O_NONBLOCK);
-  st.in_stream = fstat (st.in_fd, &sb) == 0 &&
-    (S_ISFIFO (sb.st_mode) || S_ISSOCK (sb.st_mode));
+}
 
+/* Standard input and output, -D's file. */
+static bool
+open_streams (struct pipe_state *st)
+{
+  const struct options *opt = st->opt;
+  struct stat sb;
+
+  if (opt->output != NULL && strcmp (opt->output, "-") != 0)
+    st->out_fd = -1;            /* see open_output */
+  st->body_fd = st->out_fd;
+  if (opt->dump_header && strcmp (opt->dump_header, "-") != 0) {
+    st->header_file = fopen (opt->dump_header, "we");
+    if (st->header_file == NULL) {
+      snprintf (st->out_error, sizeof st->out_error, "-D %s: %s",
+                opt->dump_header, strerror (errno));
+      return false;
+    }
+  }
+  make_nonblocking (st->in_fd);
+  if (st->out_fd >= 0)
+    make_nonblocking (st->out_fd);
+  st->in_blocking = !(fcntl (st->in_fd, F_GETFL) & O_NONBLOCK);
+  st->in_stream = fstat (st->in_fd, &sb) == 0 &&
+    (S_ISFIFO (sb.st_mode) || S_ISSOCK (sb.st_mode));
+  return true;
+}
+
+int
+run_transfer (const struct options *opt, char *msg, size_t msglen)
+{
+  struct pipe_state st = {
+    .opt = opt, .msg = msg, .msglen = msglen,
+    .in_fd = STDIN_FILENO, .out_fd = STDOUT_FILENO, .timer_ms = -1,
+  };
+  struct curl_slist *headers = NULL;
+  CURLM *multi = NULL;
+  CURLcode result = CURLE_FAILED_INIT;
+  int status;
+
+  st.url = shown_url (opt->url);
+  st.out_size = OUT_BUFFER_SIZE;
+  st.out = malloc (st.out_size);
+  st.easy = curl_easy_init ();
+  multi = curl_multi_init ();
+  if (st.url == NULL || st.out == NULL || st.easy == NULL || multi == NULL) {
+    say (&st, "out of memory");
+    status = EXIT_NOMEM;
+    goto out;
+  }
+  catch_signals ();
   st.progress = !opt->silent && isatty (STDERR_FILENO);
   clock_gettime (CLOCK_MONOTONIC, &st.start);
   st.last_progress = st.start;
 
-  st.easy = curl_easy_init ();
-  multi = curl_multi_init ();
-  if (st.easy == NULL || multi == NULL) {
-    say (&st, "cannot initialize libcurl");
-    goto out;
+  if (open_streams (&st) && setup (&st, &headers)) {
+    curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+    curl_multi_setopt (multi, CURLMOPT_SOCKETDATA, &st);
+    curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    curl_multi_setopt (multi, CURLMOPT_TIMERDATA, &st);
+    curl_multi_add_handle (multi, st.easy);
+    result = drive (&st, multi);
+    show_progress (&st, true);
+    /* An answer with no body still makes the -o file, as curl does. */
+    if (result == CURLE_OK && opt->output && st.out_error[0] == '\0' &&
+        !(opt->fail && st.body_fd == STDERR_FILENO))
+      open_output (&st);
+    drain_output (&st);
   }
-  st.timer_ms = -1;
-  st.out_size = OUT_BUFFER_SIZE;
-  st.out = malloc (st.out_size);
-  if (st.out == NULL) {
-    say (&st, "out of memory");
-    goto out;
-  }
-  if (!setup (&st, &headers))
-    goto out;
-  curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-  curl_multi_setopt (multi, CURLMOPT_SOCKETDATA, &st);
-  curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-  curl_multi_setopt (multi, CURLMOPT_TIMERDATA, &st);
-  curl_multi_add_handle (multi, st.easy);
-  result = drive (&st, multi);
-  show_progress (&st, true);
-
-  /* What standard output has not taken yet, before the exit, also
-   * after a failure: the bytes that did arrive are delivered.
-   */
-  while (st.out_error[0] == '\0' && st.out_len > 0) {
-    if (!flush_out (&st))
-      break;
-    if (st.out_len > 0) {
-      pfd = (struct pollfd) { .fd = st.body_fd, .events = POLLOUT };
-      if (poll (&pfd, 1, -1) == -1 && errno != EINTR) {
-        snprintf (st.out_error, sizeof st.out_error,
-                  "writing the answer: poll: %s", strerror (errno));
-        break;
-      }
-    }
-  }
-  if (st.out_error[0] && result == CURLE_OK)
-    result = CURLE_WRITE_ERROR;
-
-  if (st.in_error[0])
-    say (&st, "%s: %s", opt->url, st.in_error);
-  else if (st.out_error[0])
-    say (&st, "%s: %s", opt->url, st.out_error);
-  else if (result != CURLE_OK)
-    /* The error buffer says more than curl_easy_strerror, when set. */
-    say (&st, "%s: %s", opt->url,
-             st.errbuf[0] ? st.errbuf : curl_easy_strerror (result));
-  else {
-    curl_easy_getinfo (st.easy, CURLINFO_RESPONSE_CODE, &code);
-    if (opt->fail && code >= 400) {
-      say (&st, "%s: the server answered HTTP %ld",
-               opt->url, code);
-      status = EXIT_HTTP;
-    }
-    else
-      status = EXIT_OK;
-  }
+  status = exit_status (&st, result);
+  if (st.msg[0] == '\0' && status != EXIT_OK)
+    say (&st, "%s: %s", st.url, curl_easy_strerror (result));
 
  out:
   if (multi && st.easy)
     curl_multi_remove_handle (multi, st.easy);
+  restore_flags ();
+  if (opt->write_out && st.easy)
+    write_out (&st, result);
   curl_easy_cleanup (st.easy);
   curl_multi_cleanup (multi);
   curl_slist_free_all (headers);
   free (st.out);
-  if (opt->output && st.out_fd >= 0 && close (st.out_fd) == -1 &&
+  if (st.header_file != NULL && fclose (st.header_file) == EOF &&
+      status == EXIT_OK) {
+    say (&st, "-D %s: %s", opt->dump_header, strerror (errno));
+    status = EXIT_WRITE;
+  }
+  if (st.out_fd > STDERR_FILENO && close (st.out_fd) == -1 &&
       status == EXIT_OK) {
     say (&st, "%s: %s", opt->output, strerror (errno));
-    status = EXIT_TRANSFER;
+    status = EXIT_WRITE;
   }
-  restore_flags ();
+  free (st.url);
   return status;
 }

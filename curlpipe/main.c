@@ -6,7 +6,9 @@
  * answer to standard output as it arrives.  This file: the options,
  * usage, exit statuses and every message (loop.c, which runs the
  * transfer, says why it failed and this file prints it).  Option
- * spellings are curl's, so that a curl command line carries over.
+ * spellings are curl's, so that a curl command line carries over; the
+ * curl options that name what curlpipe always does (-T -, -N,
+ * --expect100-timeout ...) are accepted and change nothing.
  */
 
 #include <config.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "curlpipe.h"
@@ -28,24 +31,43 @@ static const char usage_text[] =
   "write the answer's body to standard output as it arrives.\n"
   "\n"
   "  -X, --request METHOD     Request method (default PUT)\n"
-  "  -H, --header 'NAME: V'   Extra request header (repeatable)\n"
+  "  -H, --header 'NAME: V'   Extra request header (repeatable;\n"
+  "                           'NAME;' sends it empty)\n"
   "  -u, --user USER:PASSWORD Credentials (HTTP basic authentication)\n"
+  "  -A, --user-agent STRING  User-Agent (default curlpipe/VERSION)\n"
   "  -k, --insecure           Do not verify the server's certificate\n"
   "      --cacert FILE        CA certificates to verify the server with\n"
+  "      --cert FILE          Client certificate (PEM)\n"
+  "      --key FILE           Its private key\n"
   "  -f, --fail               Exit 22 on HTTP >= 400; its body to stderr\n"
-  "  -o, --output FILE        Write the answer to FILE\n"
+  "  -o, --output FILE        Write the answer to FILE ('-': stdout)\n"
+  "  -D, --dump-header FILE   Write the answer's headers to FILE\n"
+  "  -w, --write-out FORMAT   Print FORMAT to stdout at the end\n"
   "  -s, --silent             No progress line\n"
-  "  -v, --verbose            Show the request and answer headers\n"
+  "  -S, --show-error         Accepted: errors are always shown\n"
+  "  -v, --verbose            Show the exchange's headers (no secrets)\n"
   "      --http1.1            Use HTTP/1.1\n"
   "      --http2              Use HTTP/2 where the server offers it\n"
   "      --connect-timeout S  Seconds allowed for connecting\n"
-  "  -m, --max-time S         Seconds allowed for the whole transfer\n"
+  "  -m, --max-time S         Seconds allowed for the transfer (0: none)\n"
   "      --unix-socket PATH   Connect through this Unix socket\n"
+  "  -x, --proxy URL          Use this proxy\n"
+  "      --noproxy LIST       Hosts to reach without the proxy\n"
+  "      --proxy-user U:P     Proxy credentials\n"
+  "      --resolve H:P:ADDR   Resolve host H, port P to ADDR\n"
+  "      --connect-to H:P:H2:P2  Connect to H2:P2 for H:P\n"
+  "      --limit-rate RATE    Bytes per second each way (K, M, G)\n"
+  "      --upload-size N      Send Content-Length N, not chunked\n"
+  "  -T, --upload-file -|.|FILE  Upload standard input (or FILE)\n"
+  "  -N, --no-buffer, --no-progress-meter, --expect100-timeout S\n"
+  "                           Accepted for curl's command lines\n"
   "  -h, --help               This help\n"
   "  -V, --version            Version of curlpipe and libcurl\n"
   "\n"
-  "Exit status: 0 success, 1 transfer failed, 2 usage error,\n"
-  "22 HTTP error with -f.\n";
+  "Exit status: 0 success, 1 not http(s), 2 usage, 3 bad URL, 5 proxy\n"
+  "not found, 6 host not found, 7 connect, 18 partial, 22 HTTP error with\n"
+  "-f, 23 write error, 26 read error, 28 timeout, 35 TLS, 56 recv error,\n"
+  "60 certificate; else libcurl's code, as curl.\n";
 
 static void usage_error (const char *fmt, ...)
   __attribute__ ((format (printf, 1, 2), noreturn));
@@ -63,9 +85,18 @@ usage_error (const char *fmt, ...)
   exit (EXIT_USAGE);
 }
 
-/* Seconds, possibly fractional, as milliseconds. */
+static void
+out_of_memory (void)
+{
+  fprintf (stderr, "curlpipe: out of memory\n");
+  exit (EXIT_NOMEM);
+}
+
+/* Seconds, possibly fractional, as milliseconds; 0 only if zero_ok
+ * (curl's -m 0 means no limit).
+ */
 static long
-parse_seconds (const char *s)
+parse_seconds (const char *opt, const char *s, bool zero_ok)
 {
   char *end;
   double d;
@@ -73,9 +104,34 @@ parse_seconds (const char *s)
   errno = 0;
   d = strtod (s, &end);
   /* Also refuses NaN, which fails every comparison. */
-  if (errno != 0 || end == s || *end != '\0' || !(d > 0 && d <= 86400 * 365))
-    usage_error ("'%s' is not a number of seconds (more than 0)", s);
-  return (long) (d * 1000 + 0.999);   /* at least 1 ms */
+  if (errno != 0 || end == s || *end != '\0' ||
+      !((d > 0 || (zero_ok && d == 0)) && d <= 86400 * 365))
+    usage_error ("%s '%s': not a number of seconds%s", opt, s,
+                 zero_ok ? "" : " (more than 0)");
+  return d == 0 ? 0 : (long) (d * 1000 + 0.999);   /* at least 1 ms */
+}
+
+/* A size with an optional K, M or G (powers of 1024), as curl takes. */
+static curl_off_t
+parse_size (const char *opt, const char *s)
+{
+  char *end;
+  unsigned long long n;
+  int shift = 0;
+
+  errno = 0;
+  n = strtoull (s, &end, 10);
+  if (*end != '\0' && end[1] == '\0') {
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    }
+  }
+  if (errno != 0 || end == s || *end != '\0' || s[0] < '0' || s[0] > '9' ||
+      n > (0x7fffffffffffffffULL >> shift))
+    usage_error ("%s '%s': not a size (a number, with K, M or G)", opt, s);
+  return (curl_off_t) (n << shift);
 }
 
 /* An HTTP method is a token (RFC 9110 5.6.2): no spaces or controls. */
@@ -94,108 +150,196 @@ is_token (const char *s)
   return true;
 }
 
+static struct curl_slist *
+append (struct curl_slist *list, const char *s)
+{
+  struct curl_slist *n = curl_slist_append (list, s);
+
+  if (n == NULL)
+    out_of_memory ();
+  return n;
+}
+
+/* -H: "Name: value", or curl's "Name;" for an empty header.  A CR or LF
+ * would start another header or end the request.  "Content-Length: N"
+ * on its own is --upload-size N (libcurl would send it beside a chunked
+ * body).
+ */
+static void
+add_header (struct options *opt, const char *h)
+{
+  size_t name = strcspn (h, ":;");
+
+  if (strpbrk (h, "\r\n") != NULL || name == 0 || h[name] == '\0' ||
+      (h[name] == ';' && h[name + 1] != '\0'))
+    usage_error ("-H: '%s' is not one 'Name: value' or 'Name;' header", h);
+  if (name == 14 && strncasecmp (h, "content-length", 14) == 0 &&
+      h[name] == ':') {
+    opt->upload_size = parse_size ("-H Content-Length", h + 15 +
+                                   strspn (h + 15, " \t"));
+    return;
+  }
+  opt->headers = append (opt->headers, h);
+}
+
+/* -T: curl's "-" and "." are standard input, which curlpipe always
+ * streams; a file name makes that file standard input.
+ */
+static void
+upload_file (const char *name)
+{
+  int fd;
+
+  if (strcmp (name, "-") == 0 || strcmp (name, ".") == 0)
+    return;
+  fd = open (name, O_RDONLY | O_CLOEXEC);
+  if (fd == -1) {
+    fprintf (stderr, "curlpipe: -T %s: %s\n", name, strerror (errno));
+    exit (EXIT_READ);
+  }
+  if (dup2 (fd, STDIN_FILENO) == -1) {
+    fprintf (stderr, "curlpipe: -T %s: dup2: %s\n", name, strerror (errno));
+    exit (EXIT_READ);
+  }
+  close (fd);
+}
+
 enum {
   OPT_CACERT = 256, OPT_HTTP11, OPT_HTTP2, OPT_CONNECT_TIMEOUT,
-  OPT_UNIX_SOCKET,
+  OPT_UNIX_SOCKET, OPT_CERT, OPT_KEY, OPT_NOPROXY, OPT_PROXY_USER,
+  OPT_RESOLVE, OPT_CONNECT_TO, OPT_LIMIT_RATE, OPT_UPLOAD_SIZE,
+  OPT_NO_PROGRESS_METER, OPT_EXPECT100_TIMEOUT,
 };
+
+static const char short_options[] = "X:H:u:A:kfo:D:w:sSvm:x:T:NhV";
 
 static const struct option long_options[] = {
   { "request", required_argument, NULL, 'X' },
   { "header", required_argument, NULL, 'H' },
   { "user", required_argument, NULL, 'u' },
+  { "user-agent", required_argument, NULL, 'A' },
   { "insecure", no_argument, NULL, 'k' },
   { "cacert", required_argument, NULL, OPT_CACERT },
+  { "cert", required_argument, NULL, OPT_CERT },
+  { "key", required_argument, NULL, OPT_KEY },
   { "fail", no_argument, NULL, 'f' },
   { "output", required_argument, NULL, 'o' },
+  { "dump-header", required_argument, NULL, 'D' },
+  { "write-out", required_argument, NULL, 'w' },
   { "silent", no_argument, NULL, 's' },
+  { "show-error", no_argument, NULL, 'S' },
   { "verbose", no_argument, NULL, 'v' },
   { "http1.1", no_argument, NULL, OPT_HTTP11 },
   { "http2", no_argument, NULL, OPT_HTTP2 },
   { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
   { "max-time", required_argument, NULL, 'm' },
   { "unix-socket", required_argument, NULL, OPT_UNIX_SOCKET },
+  { "proxy", required_argument, NULL, 'x' },
+  { "noproxy", required_argument, NULL, OPT_NOPROXY },
+  { "proxy-user", required_argument, NULL, OPT_PROXY_USER },
+  { "resolve", required_argument, NULL, OPT_RESOLVE },
+  { "connect-to", required_argument, NULL, OPT_CONNECT_TO },
+  { "limit-rate", required_argument, NULL, OPT_LIMIT_RATE },
+  { "upload-size", required_argument, NULL, OPT_UPLOAD_SIZE },
+  { "upload-file", required_argument, NULL, 'T' },
+  { "no-buffer", no_argument, NULL, 'N' },
+  { "no-progress-meter", no_argument, NULL, OPT_NO_PROGRESS_METER },
+  { "expect100-timeout", required_argument, NULL, OPT_EXPECT100_TIMEOUT },
   { "help", no_argument, NULL, 'h' },
   { "version", no_argument, NULL, 'V' },
   { NULL, 0, NULL, 0 },
 };
 
-int
-main (int argc, char *argv[])
+static void
+bad_option (int argc, char *argv[])
 {
-  struct options opt = { .http_version = CURL_HTTP_VERSION_NONE };
-  struct curl_slist *h;
-  CURLcode rc;
-  int c, status;
-  char msg[512] = "";
+  if (optopt != 0 && optopt < 256)
+    fprintf (stderr, "curlpipe: option -%c: %s\n", optopt,
+             strchr (short_options, optopt) ? "needs a value" : "unknown");
+  else
+    fprintf (stderr, "curlpipe: %s: unknown option or missing value\n",
+             argv[optind - 1]);
+  fprintf (stderr, "Try 'curlpipe --help'.\n");
+  exit (EXIT_USAGE);
+}
 
-  opterr = 0;
-  for (;;) {
-    c = getopt_long (argc, argv, "X:H:u:kfo:svm:hV", long_options, NULL);
-    if (c == -1)
-      break;
-    switch (c) {
-    case 'X':
-      if (!is_token (optarg))
-        usage_error ("-X %s: not an HTTP method name", optarg);
-      opt.method = optarg;
-      break;
-    case 'H':
-      /* A CR or LF would start another header or end the request. */
-      if (strpbrk (optarg, "\r\n") != NULL || strchr (optarg, ':') == NULL)
-        usage_error ("-H: '%s' is not one 'Name: value' header", optarg);
-      h = curl_slist_append (opt.headers, optarg);
-      if (h == NULL) {
-        fprintf (stderr, "curlpipe: out of memory\n");
-        exit (EXIT_TRANSFER);
-      }
-      opt.headers = h;
-      break;
-    case 'u':
-      if (strchr (optarg, ':') == NULL)
-        usage_error ("-u needs USER:PASSWORD");
-      opt.userpwd = optarg;
-      break;
-    case 'k': opt.insecure = true; break;
-    case OPT_CACERT: opt.cacert = optarg; break;
-    case 'f': opt.fail = true; break;
-    case 'o': opt.output = optarg; break;
-    case 's': opt.silent = true; break;
-    case 'v': opt.verbose = true; break;
-    case OPT_HTTP11: opt.http_version = CURL_HTTP_VERSION_1_1; break;
-    case OPT_HTTP2: opt.http_version = CURL_HTTP_VERSION_2_0; break;
-    case OPT_CONNECT_TIMEOUT:
-      opt.connect_timeout_ms = parse_seconds (optarg);
-      break;
-    case 'm':
-      opt.max_time_ms = parse_seconds (optarg);
-      break;
-    case OPT_UNIX_SOCKET: opt.unix_socket = optarg; break;
-    case 'h':
-      fputs (usage_text, stdout);
-      exit (EXIT_OK);
-    case 'V':
-      printf ("curlpipe %s (%s)\n", PACKAGE_VERSION, curl_version ());
-      exit (EXIT_OK);
-    default:
-      if (optopt != 0 && optopt < 256)
-        fprintf (stderr, "curlpipe: option -%c: %s\n", optopt,
-                 strchr ("XHuom", optopt) ? "needs a value" : "unknown");
-      else
-        fprintf (stderr, "curlpipe: %s: unknown option or missing value\n",
-                 argv[optind - 1]);
-      fprintf (stderr, "Try 'curlpipe --help'.\n");
-      exit (EXIT_USAGE);
-    }
-  }
-  if (optind != argc - 1)
-    usage_error ("%s", optind == argc ? "a URL is required"
-                 : "only one URL is allowed");
-  opt.url = argv[optind];
-
-  /* A closed standard descriptor would be reused by the next open, and
-   * the answer (or messages) would go into whatever got number 1 or 2:
-   * libcurl's own socketpair, or the connection to the server.
+/* One option; false for one that getopt did not know. */
+static bool
+set_option (struct options *opt, int c, const char *arg)
+{
+  switch (c) {
+  case 'X':
+    if (!is_token (arg))
+      usage_error ("-X %s: not an HTTP method name", arg);
+    opt->method = arg;
+    break;
+  case 'H': add_header (opt, arg); break;
+  case 'u':
+    if (strchr (arg, ':') == NULL)
+      usage_error ("-u needs USER:PASSWORD");
+    opt->userpwd = arg;
+    break;
+  case 'A':
+    if (strpbrk (arg, "\r\n") != NULL)
+      usage_error ("-A: a User-Agent must be one line");
+    opt->user_agent = arg;
+    break;
+  case 'k': opt->insecure = true; break;
+  case OPT_CACERT: opt->cacert = arg; break;
+  case OPT_CERT: opt->cert = arg; break;
+  case OPT_KEY: opt->key = arg; break;
+  case 'f': opt->fail = true; break;
+  case 'o': opt->output = arg; break;
+  case 'D': opt->dump_header = arg; break;
+  case 'w': opt->write_out = arg; break;
+  case 's': opt->silent = true; break;
+  case OPT_NO_PROGRESS_METER: opt->silent = true; break;
+  case 'v': opt->verbose = true; break;
+  case OPT_HTTP11: opt->http_version = CURL_HTTP_VERSION_1_1; break;
+  case OPT_HTTP2: opt->http_version = CURL_HTTP_VERSION_2_0; break;
+  case OPT_CONNECT_TIMEOUT:
+    opt->connect_timeout_ms = parse_seconds ("--connect-timeout", arg, false);
+    break;
+  case 'm': opt->max_time_ms = parse_seconds ("-m", arg, true); break;
+  case OPT_UNIX_SOCKET: opt->unix_socket = arg; break;
+  case 'x': opt->proxy = arg; break;
+  case OPT_NOPROXY: opt->noproxy = arg; break;
+  case OPT_PROXY_USER: opt->proxy_userpwd = arg; break;
+  case OPT_RESOLVE: opt->resolve = append (opt->resolve, arg); break;
+  case OPT_CONNECT_TO: opt->connect_to = append (opt->connect_to, arg); break;
+  case OPT_LIMIT_RATE:
+    opt->limit_rate = parse_size ("--limit-rate", arg);
+    break;
+  case OPT_UPLOAD_SIZE:
+    opt->upload_size = parse_size ("--upload-size", arg);
+    break;
+  case 'T': upload_file (arg); break;
+  /* What curlpipe does anyway: never buffer the answer, never wait for
+   * 100 Continue, always show errors.
    */
+  case 'N': case 'S': break;
+  case OPT_EXPECT100_TIMEOUT:
+    parse_seconds ("--expect100-timeout", arg, true);
+    break;
+  case 'h':
+    fputs (usage_text, stdout);
+    exit (EXIT_OK);
+  case 'V':
+    printf ("curlpipe %s (%s)\n", PACKAGE_VERSION, curl_version ());
+    exit (EXIT_OK);
+  default:
+    return false;
+  }
+  return true;
+}
+
+/* A closed standard descriptor would be reused by the next open, and
+ * the answer (or messages) would go into whatever got number 1 or 2:
+ * libcurl's own socketpair, or the connection to the server.
+ */
+static void
+check_standard_fds (const struct options *opt)
+{
   if (fcntl (STDERR_FILENO, F_GETFD) == -1 &&
       open ("/dev/null", O_WRONLY) != STDERR_FILENO)
     exit (EXIT_USAGE);
@@ -203,22 +347,50 @@ main (int argc, char *argv[])
     fprintf (stderr, "curlpipe: standard input is not open\n");
     exit (EXIT_USAGE);
   }
-  if (opt.output == NULL && fcntl (STDOUT_FILENO, F_GETFD) == -1) {
+  if ((opt->output == NULL || strcmp (opt->output, "-") == 0) &&
+      fcntl (STDOUT_FILENO, F_GETFD) == -1) {
     fprintf (stderr, "curlpipe: standard output is not open "
              "(use -o FILE)\n");
     exit (EXIT_USAGE);
   }
+}
+
+int
+main (int argc, char *argv[])
+{
+  struct options opt = {
+    .http_version = CURL_HTTP_VERSION_NONE, .upload_size = -1,
+  };
+  CURLcode rc;
+  int c, status;
+  char msg[512] = "";
+
+  opterr = 0;
+  for (;;) {
+    c = getopt_long (argc, argv, short_options, long_options, NULL);
+    if (c == -1)
+      break;
+    if (!set_option (&opt, c, optarg))
+      bad_option (argc, argv);
+  }
+  if (optind != argc - 1)
+    usage_error ("%s", optind == argc ? "a URL is required"
+                 : "only one URL is allowed");
+  opt.url = argv[optind];
+  check_standard_fds (&opt);
 
   rc = curl_global_init (CURL_GLOBAL_DEFAULT);
   if (rc != CURLE_OK) {
     fprintf (stderr, "curlpipe: curl_global_init: %s\n",
              curl_easy_strerror (rc));
-    exit (EXIT_TRANSFER);
+    exit (rc);
   }
   status = run_transfer (&opt, msg, sizeof msg);
   if (msg[0] != '\0')
     fprintf (stderr, "curlpipe: %s\n", msg);
   curl_slist_free_all (opt.headers);
+  curl_slist_free_all (opt.resolve);
+  curl_slist_free_all (opt.connect_to);
   curl_global_cleanup ();
   return status;
 }

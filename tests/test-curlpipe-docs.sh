@@ -25,7 +25,7 @@ diff -u "$tmp/help-opts" "$tmp/pod-opts" >"$tmp/diff" || {
 }
 
 # "Exit status: 0 success, 1 ..., 2 ..., 22 ..." and "=item B<22>".
-help_codes=$(grep -A2 '^Exit status' "$tmp/help.out" |
+help_codes=$(sed -n '/^Exit status/,/^$/p' "$tmp/help.out" |
                grep -oE '(^|[ :,]) ?[0-9]+ [A-Za-z]' | grep -oE '[0-9]+' |
                sort -n | tr '\n' ' ')
 pod_codes=$(sed -nE 's/^=item B<([0-9]+)>$/\1/p' "$pod" | sort -n |
