@@ -576,8 +576,10 @@ await_port_file ()
 # ----------------------------------------------------------------------
 # The streaming server (tests/stream-server.c, built by make check) on
 # $stream_port: /echo sends each piece of a request body back as it
-# arrives, /sink checks a byte pattern, /status/NNN answers NNN; one log
-# line per request in $tmp/stream.log.
+# arrives, /sink checks a byte pattern, /status/NNN answers NNN,
+# /headers answers with the request's headers, /tcp/PORT tunnels to a
+# local TCP port, and more (the list is at the top of stream-server.c);
+# one log line per request in $tmp/stream.log.
 start_stream_server ()
 {
   local server=$abs_top_builddir/tests/stream-server
