@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # test-curlpipe-errors.sh: each failure ends curlpipe promptly with its
-# documented exit status and a message naming the URL and the cause:
-# nothing listening (1), an HTTP error without -f (0, body on stdout) and
-# with -f (22, body on stderr), usage errors (2), a reader that closes
-# standard output (1, "Broken pipe", not killed by SIGPIPE), --max-time
-# on a stream that never ends (1); a server that refuses the upload at
-# once while standard input stays open (22 with -f, at once); an answer
-# cut short (1, and every byte that did arrive is written); standard
-# output closed before the start (2).
+# documented exit status (curl's) and a message naming the URL and the
+# cause: nothing listening (7), an HTTP error without -f (0, body on
+# stdout) and with -f (22, body on stderr), usage errors (2), a reader
+# that closes standard output (23, "Broken pipe", not killed by SIGPIPE),
+# --max-time on a stream that never ends (28); a server that refuses the
+# upload at once while standard input stays open (22 with -f, at once);
+# an answer cut short (18, and every byte that did arrive is written);
+# standard output closed before the start (2).
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -31,7 +31,7 @@ start_stream_server
 base=http://127.0.0.1:$stream_port
 dead=http://127.0.0.1:$(free_port)/x
 
-echo data | run 1 -s "$dead"
+echo data | run 7 -s "$dead"
 assert_grep_i "$tmp/err" "$dead"
 assert_grep_i "$tmp/err" "connect"
 
@@ -58,7 +58,7 @@ head -c $((16 * 1024 * 1024)) /dev/zero |
   "$CURLPIPE" -s "$base/echo" 2>"$tmp/err" | head -c 100 >/dev/null
 st=${PIPESTATUS[1]}
 set -e
-[ "$st" -eq 1 ] || fail "closed stdout: exit status $st, expected 1"
+[ "$st" -eq 23 ] || fail "closed stdout: exit status $st, expected 23"
 assert_grep_i "$tmp/err" "broken pipe"
 
 # A stream that never ends (a FIFO we hold open and never write),
@@ -66,7 +66,7 @@ assert_grep_i "$tmp/err" "broken pipe"
 mkfifo "$tmp/fifo"
 exec 3<>"$tmp/fifo"
 start=$SECONDS
-run 1 -s -m 1 "$base/echo" <"$tmp/fifo"
+run 28 -s -m 1 "$base/echo" <"$tmp/fifo"
 [ $((SECONDS - start)) -le 10 ] ||
   fail "--max-time 1 took $((SECONDS - start)) s"
 assert_grep_i "$tmp/err" "timed out"
@@ -81,7 +81,7 @@ exec 3>&-
 assert_grep_i "$tmp/err" "early 403 from stream-server" "HTTP 403"
 
 # 3 MiB of a promised 10: all 3 are written, then the error.
-run 1 -s "$base/truncated" </dev/null
+run 18 -s "$base/truncated" </dev/null
 [ "$(stat -c %s "$tmp/out")" -eq $((3 * 1024 * 1024)) ] ||
   fail "truncated answer: $(stat -c %s "$tmp/out") bytes written, not 3 MiB"
 
