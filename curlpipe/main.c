@@ -106,7 +106,7 @@ parse_seconds (const char *opt, const char *s, bool zero_ok)
   /* Also refuses NaN, which fails every comparison. */
   if (errno != 0 || end == s || *end != '\0' ||
       !((d > 0 || (zero_ok && d == 0)) && d <= 86400 * 365))
-    usage_error ("%s '%s': not a number of seconds%s", opt, s,
+    usage_error ("%s: '%s' is not a number of seconds%s", opt, s,
                  zero_ok ? "" : " (more than 0)");
   return d == 0 ? 0 : (long) (d * 1000 + 0.999);   /* at least 1 ms */
 }

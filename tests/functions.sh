@@ -42,6 +42,23 @@ skip ()
   exit 77
 }
 
+# A test of many independent cases reports every case that fails, not
+# only the first: problem MESSAGE notes one and carries on, and
+# check_problems (at the end) fails the test if any were noted.
+_problems=0
+
+problem ()
+{
+  local msg="$*"
+  echo "FAIL: $(basename "$0"): ${msg//$'\n'/ | }" >&2
+  _problems=$((_problems + 1))
+}
+
+check_problems ()
+{
+  [ "$_problems" -eq 0 ] || fail "$_problems problem(s), listed above"
+}
+
 # requires CMD [ARGS...]: skip unless CMD exists (one word) or the whole
 # command line succeeds (several words), e.g. `requires qemu-img --version`.
 requires ()
@@ -576,8 +593,10 @@ await_port_file ()
 # ----------------------------------------------------------------------
 # The streaming server (tests/stream-server.c, built by make check) on
 # $stream_port: /echo sends each piece of a request body back as it
-# arrives, /sink checks a byte pattern, /status/NNN answers NNN; one log
-# line per request in $tmp/stream.log.
+# arrives, /sink checks a byte pattern, /status/NNN answers NNN,
+# /headers answers with the request's headers, /tcp/PORT tunnels to a
+# local TCP port, and more (the list is at the top of stream-server.c);
+# one log line per request in $tmp/stream.log.
 start_stream_server ()
 {
   local server=$abs_top_builddir/tests/stream-server
@@ -875,4 +894,44 @@ EOF
     rm -f "$errlog"
   done
   fail "nginx ($name): no free port after $tries tries"
+}
+
+# ----------------------------------------------------------------------
+# tinyproxy, a forward proxy, on 127.0.0.1:$proxy_port, its PID in
+# $proxy_pid, its log in $tmp/NAME.log with a line per request:
+#   ... Request (file descriptor N): METHOD URL HTTP/1.1
+# ("CONNECT HOST:PORT" for https through it).
+#   start_tinyproxy NAME ['EXTRA CONFIGURATION LINE']
+# e.g. start_tinyproxy auth 'BasicAuth alice pr0xy'
+start_tinyproxy ()
+{
+  requires tinyproxy
+  local name=$1 n
+  proxy_port=$(free_port)
+  : >"$tmp/$name.log"
+  chmod 666 "$tmp/$name.log"
+  cat >"$tmp/$name.conf" <<EOF2
+Port $proxy_port
+Listen 127.0.0.1
+Timeout 60
+LogFile "$tmp/$name.log"
+LogLevel Info
+MaxClients 50
+Allow 127.0.0.1
+${2:-}
+EOF2
+  tinyproxy -d -c "$tmp/$name.conf" >"$tmp/$name.out" 2>&1 &
+  proxy_pid=$!
+  _pids+=("$proxy_pid")
+  for ((n = 0; n < ready_tries; n++)); do
+    _alive "$proxy_pid" ||
+      { cat "$tmp/$name.out" >&2; fail "tinyproxy ($name) exited"; }
+    "$PYTHON" -c '
+import socket, sys
+socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' \
+      "$proxy_port" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  cat "$tmp/$name.out" >&2
+  fail "tinyproxy ($name) did not start"
 }

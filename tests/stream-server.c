@@ -23,6 +23,20 @@
  *   /status/NNN  reads the body, answers NNN with a short body
  *   /early/NNN   answers NNN at once, then reads the body and closes
  *   /truncated   reads the body, promises 10 MiB, sends 3 MiB, closes
+ *   /headers     reads the body, answers 200 with the request's header
+ *                lines as received (what a client really sent)
+ *   /end-early   200 with a short chunked body and its last chunk at
+ *                once, then reads and drops the request body until the
+ *                client closes: the answer is over, the upload is not
+ *   /drop        200 chunked, a few bytes, then FIN without the last
+ *                chunk (the request body is still read and dropped)
+ *   /reset       200 chunked, a few bytes, then RST
+ *   /silent      reads the body, never answers, waits for the close
+ *   /tcp/PORT    a tunnel: connects to 127.0.0.1:PORT, answers 200
+ *                chunked at once, copies the request body to that
+ *                connection and its bytes back as chunks as they come;
+ *                the answer ends (last chunk) when that side closes
+ *                (502 if the connection is refused)
  *   anything else 404
  *
  * The byte pattern /sink checks is in pattern.h, which
@@ -94,6 +108,8 @@ struct body {
 struct request {
   char method[32];
   char path[256];
+  char lines[8192];             /* header lines as received, for /headers */
+  size_t lines_len;
   bool http10;
   bool expect_continue;
   bool close;
@@ -485,6 +501,13 @@ read_request (struct conn *c, struct request *rq, int *status)
       *status = 431;
       return -1;
     }
+    /* Kept before parse_header cuts the line at its colon. */
+    if (rq->lines_len + strlen (line) + 2 <= sizeof rq->lines) {
+      memcpy (rq->lines + rq->lines_len, line, strlen (line));
+      rq->lines_len += strlen (line);
+      rq->lines[rq->lines_len++] = '\n';
+      rq->lines[rq->lines_len] = '\0';
+    }
     parse_header (rq, line);
   }
   if (rq->bad_length) {
@@ -635,6 +658,171 @@ status_path (const char *path, const char *prefix)
   return (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
 }
 
+/* /tcp/PORT: PORT (1 to 65535); -1 for anything else. */
+static int
+tunnel_port (const char *path)
+{
+  const char *p;
+  long port = 0;
+
+  if (strncmp (path, "/tcp/", 5) != 0 || path[5] == '\0')
+    return -1;
+  for (p = path + 5; *p; p++) {
+    if (*p < '0' || *p > '9' || port > 65535)
+      return -1;
+    port = port * 10 + (*p - '0');
+  }
+  return port >= 1 && port <= 65535 ? (int) port : -1;
+}
+
+/* Reads and drops the body, then whatever else comes, until the client
+ * closes (or goes silent for IDLE_TIMEOUT_S).
+ */
+static void
+drain_until_close (struct conn *c, struct body *b)
+{
+  if (drain_body (c, b) == 0)
+    while (fill (c) > 0)
+      c->start = c->end;
+}
+
+static const char chunked_head[] =
+  "HTTP/1.1 200 OK\r\n"
+  "Content-Type: application/octet-stream\r\n"
+  "Transfer-Encoding: chunked\r\n"
+  "\r\n";
+
+/* /end-early, /drop and /reset: a few bytes of a chunked 200, then the
+ * end of the answer, a FIN or an RST, while the request body may still
+ * be coming.
+ */
+static void
+serve_cut (struct conn *c, const struct request *rq, struct body *b,
+           const char *how)
+{
+  static const char piece[] = "6\r\nfirst\n\r\n";
+  static const char last[] = "0\r\n\r\n";
+
+  if (write_all (c->fd, chunked_head, sizeof chunked_head - 1) == -1 ||
+      write_all (c->fd, piece, sizeof piece - 1) == -1)
+    goto out;
+  if (strcmp (how, "end") == 0) {
+    if (write_all (c->fd, last, sizeof last - 1) == 0)
+      drain_until_close (c, b);
+  }
+  else if (strcmp (how, "fin") == 0) {
+    /* Reading on, so that the close sends no RST. */
+    shutdown (c->fd, SHUT_WR);
+    drain_until_close (c, b);
+  }
+  else {
+    struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+    setsockopt (c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  }
+ out:
+  log_request (rq, b, 200);
+}
+
+/* The request body's half of a /tcp/PORT tunnel, in a thread of its
+ * own: the body to the TCP connection, then a half close.  When the
+ * client goes away the TCP connection is shut down both ways, which
+ * also ends the other half (serve_tunnel) if it waits there.
+ */
+struct tunnel {
+  struct conn *c;
+  struct body *b;
+  int tcp;
+};
+
+static void *
+tunnel_upload (void *arg)
+{
+  struct tunnel *t = arg;
+  const char *data;
+  size_t len;
+  bool tcp_ok = true;
+  int r;
+
+  for (;;) {
+    r = body_next (t->c, t->b, true, &data, &len);
+    if (r != 1)
+      break;
+    if (tcp_ok && write_all (t->tcp, data, len) == -1)
+      tcp_ok = false;           /* the far side closed: drop the rest */
+  }
+  shutdown (t->tcp, r == 0 ? SHUT_WR : SHUT_RDWR);
+  return NULL;
+}
+
+static void
+serve_tunnel (struct conn *c, const struct request *rq, struct body *b,
+              int port)
+{
+  struct sockaddr_in sa = { .sin_family = AF_INET };
+  struct timeval tv = { .tv_sec = IDLE_TIMEOUT_S };
+  struct tunnel t = { .c = c, .b = b };
+  pthread_t thread;
+  char *buf = NULL;
+  bool ended = false;
+  int status = 200;
+  ssize_t n;
+
+  sa.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  sa.sin_port = htons ((uint16_t) port);
+  t.tcp = socket (AF_INET, SOCK_STREAM, 0);
+  if (t.tcp == -1 ||
+      connect (t.tcp, (struct sockaddr *) &sa, sizeof sa) == -1) {
+    struct request closing = *rq;
+
+    closing.close = true;
+    status = 502;
+    send_response (c, &closing, status, "tunnel: cannot connect\n");
+    goto out;
+  }
+  setsockopt (t.tcp, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt (t.tcp, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  buf = malloc (65536);
+  if (buf == NULL ||
+      write_all (c->fd, chunked_head, sizeof chunked_head - 1) == -1 ||
+      pthread_create (&thread, NULL, tunnel_upload, &t) != 0)
+    goto out;
+
+  /* The TCP side's bytes, each read as one chunk. */
+  for (;;) {
+    struct iovec iov[3];
+    char size_line[32];
+    int len;
+
+    n = read (t.tcp, buf, 65536);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      ended = n == 0;
+      break;
+    }
+    len = snprintf (size_line, sizeof size_line, "%zx\r\n", (size_t) n);
+    iov[0] = (struct iovec) { .iov_base = size_line, .iov_len = len };
+    iov[1] = (struct iovec) { .iov_base = buf, .iov_len = (size_t) n };
+    iov[2] = (struct iovec) { .iov_base = (char *) "\r\n", .iov_len = 2 };
+    if (writev_all (c->fd, iov, 3) == -1)
+      break;
+  }
+  /* A clean end of the far side ends the answer; a reset drops the
+   * connection, which the client must see as an error.  Then the
+   * request body is read (and dropped) until the client closes.
+   */
+  if (!ended || write_all (c->fd, "0\r\n\r\n", 5) == -1)
+    shutdown (c->fd, SHUT_RDWR);
+  pthread_join (thread, NULL);
+
+ out:
+  if (t.tcp != -1)
+    close (t.tcp);
+  free (buf);
+  log_request (rq, b, status);
+}
+
 static void
 serve_http (struct conn *c)
 {
@@ -712,6 +900,30 @@ serve_http (struct conn *c)
       }
       log_request (&rq, &b, 200);
       return;
+    }
+    else if (strcmp (rq.path, "/end-early") == 0 ||
+             strcmp (rq.path, "/drop") == 0 ||
+             strcmp (rq.path, "/reset") == 0) {
+      serve_cut (c, &rq, &b, rq.path[1] == 'e' ? "end"
+                 : rq.path[1] == 'd' ? "fin" : "rst");
+      return;
+    }
+    else if (strcmp (rq.path, "/silent") == 0) {
+      drain_until_close (c, &b);
+      log_request (&rq, &b, 0);
+      return;
+    }
+    else if (tunnel_port (rq.path) > 0) {
+      serve_tunnel (c, &rq, &b, tunnel_port (rq.path));
+      return;
+    }
+    else if (strcmp (rq.path, "/headers") == 0) {
+      status = 200;
+      r = drain_body (c, &b);
+      if (r == -1)
+        r = -2;
+      else
+        r = send_response (c, &rq, status, rq.lines);
     }
     else if (strcmp (rq.path, "/sink") == 0)
       r = serve_sink (c, &rq, &b, &status);

@@ -17,36 +17,6 @@ start_nginx
 make_random_file "$tmp/www/disk.img" $((3 * 1024 * 1024 + 11))
 url=http://127.0.0.1:$port/disk.img
 
-# start_tinyproxy NAME [EXTRA CONFIG LINE]: on $proxy_port, log
-# $tmp/NAME.log.
-start_tinyproxy ()
-{
-  local name=$1 n
-  proxy_port=$(free_port)
-  : >"$tmp/$name.log"
-  chmod 666 "$tmp/$name.log"
-  cat >"$tmp/$name.conf" <<EOF2
-Port $proxy_port
-Listen 127.0.0.1
-Timeout 60
-LogFile "$tmp/$name.log"
-LogLevel Info
-MaxClients 50
-Allow 127.0.0.1
-${2:-}
-EOF2
-  tinyproxy -d -c "$tmp/$name.conf" >"$tmp/$name.out" 2>&1 &
-  proxy_pid=$!
-  _pids+=("$proxy_pid")
-  for ((n = 0; n < ready_tries; n++)); do
-    curl -s -o /dev/null -x "http://127.0.0.1:$proxy_port" \
-         "http://127.0.0.1:$port/__ready" && return 0
-    sleep 0.1
-  done
-  cat "$tmp/$name.out" >&2
-  fail "tinyproxy did not start"
-}
-
 # proxied LOG: how many GETs of the image the proxy forwarded.
 proxied ()
 {
