@@ -78,6 +78,12 @@ struct pipe_state {
   int in_fd, out_fd;            /* out_fd: -1 until -o FILE is opened */
   FILE *header_file;            /* -D FILE, NULL for none or "-" */
   bool answer_ended;            /* see drive */
+
+  /* The answer's chunked framing, decoded here (see take_body). */
+  bool chunked;
+  enum { CH_SIZE, CH_EXT, CH_DATA, CH_DATA_END, CH_TRAILER_START,
+         CH_TRAILER, CH_DONE } ch_state;
+  uint64_t ch_left;
   bool in_stream;               /* standard input is a pipe or socket */
   bool in_drained;              /* the last read took all there was */
   bool in_blocking;             /* not O_NONBLOCK (a terminal, a file) */
@@ -236,6 +242,14 @@ read_cb (char *buf, size_t size, size_t nitems, void *opaque)
     return n;
   }
   if (n == 0) {
+    /* libcurl would wait for the rest of the promised body for ever. */
+    if (st->opt->upload_size >= 0 && st->sent < st->opt->upload_size) {
+      snprintf (st->in_error, sizeof st->in_error, "standard input ended "
+                "after %" CURL_FORMAT_CURL_OFF_T " of the %"
+                CURL_FORMAT_CURL_OFF_T " bytes of --upload-size", st->sent,
+                st->opt->upload_size);
+      return CURL_READFUNC_ABORT;
+    }
     st->in_eof = true;
     return 0;
   }
@@ -291,8 +305,9 @@ open_output (struct pipe_state *st)
   return true;
 }
 
-/* -D: each header line of the answers, to the file or to the answer's
- * stream ("-"), as curl writes them.
+/* Each header line of the answers: whether the body is chunked (see
+ * take_body), and with -D the line itself, to the file or to the
+ * answer's stream ("-"), as curl writes them.
  */
 static size_t
 header_cb (char *data, size_t size, size_t nmemb, void *opaque)
@@ -300,6 +315,16 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   struct pipe_state *st = opaque;
   size_t len = size * nmemb;
 
+  if (len >= 5 && strncmp (data, "HTTP/", 5) == 0) {
+    st->chunked = false;
+    st->ch_state = CH_SIZE;
+    st->ch_left = 0;
+  }
+  else if (len > 18 && strncasecmp (data, "transfer-encoding:", 18) == 0 &&
+           memmem (data, len, "chunked", 7) != NULL)
+    st->chunked = true;
+  if (st->opt->dump_header == NULL)
+    return len;
   if (st->header_file != NULL) {
     if (fwrite (data, 1, len, st->header_file) != len) {
       snprintf (st->out_error, sizeof st->out_error, "-D: %s",
@@ -315,6 +340,92 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   memcpy (st->out + st->out_len, data, len);
   st->out_len += len;
   return len;
+}
+
+/* Put len bytes of the answer as libcurl gives them into the buffer,
+ * which has room (the decoded bytes are never more).
+ *
+ * libcurl is asked for the raw body (CURLOPT_HTTP_TRANSFER_DECODING 0)
+ * so that curlpipe knows whether a chunked answer ended with its last
+ * chunk or was cut off: an answer can end while the upload goes on (see
+ * drive), and libcurl would only check its framing at the end of the
+ * whole transfer.  libcurl still checks the framing as it reads.
+ */
+static void
+take_body (struct pipe_state *st, const char *p, size_t len)
+{
+  const char *end = p + len;
+  size_t n;
+  int d;
+
+  if (!st->chunked) {
+    memcpy (st->out + st->out_len, p, len);
+    st->out_len += len;
+    st->received += len;
+    return;
+  }
+  while (p < end) {
+    switch (st->ch_state) {
+    case CH_SIZE:               /* hex digits, then ";ext" or CRLF */
+      d = *p >= '0' && *p <= '9' ? *p - '0'
+        : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+        : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : -1;
+      if (d >= 0 && st->ch_left < (UINT64_MAX >> 4))
+        st->ch_left = st->ch_left * 16 + d;
+      else if (*p == ';')
+        st->ch_state = CH_EXT;
+      else if (*p == '\n')
+        st->ch_state = st->ch_left ? CH_DATA : CH_TRAILER_START;
+      p++;
+      break;
+    case CH_EXT:
+      if (*p++ == '\n')
+        st->ch_state = st->ch_left ? CH_DATA : CH_TRAILER_START;
+      break;
+    case CH_DATA:
+      n = (size_t) (end - p) < st->ch_left ? (size_t) (end - p)
+        : st->ch_left;
+      memcpy (st->out + st->out_len, p, n);
+      st->out_len += n;
+      st->received += n;
+      st->ch_left -= n;
+      p += n;
+      if (st->ch_left == 0)
+        st->ch_state = CH_DATA_END;
+      break;
+    case CH_DATA_END:           /* the CRLF after the data */
+      if (*p++ == '\n')
+        st->ch_state = CH_SIZE;
+      break;
+    case CH_TRAILER_START:      /* a trailer line, or the empty last line */
+      if (*p == '\n')
+        st->ch_state = CH_DONE;
+      else if (*p != '\r')
+        st->ch_state = CH_TRAILER;
+      p++;
+      break;
+    case CH_TRAILER:
+      if (*p++ == '\n')
+        st->ch_state = CH_TRAILER_START;
+      break;
+    case CH_DONE:
+      return;
+    }
+  }
+}
+
+/* Did the answer come whole?  Its last chunk, or its Content-Length, or
+ * (neither) the server's close, which is how such an answer ends.
+ */
+static bool
+answer_complete (const struct pipe_state *st)
+{
+  curl_off_t length = -1;
+
+  if (st->chunked)
+    return st->ch_state == CH_DONE;
+  curl_easy_getinfo (st->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+  return length < 0 || st->received == length;
 }
 
 static size_t
@@ -350,9 +461,7 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
       return CURL_WRITEFUNC_PAUSE;
     }
   }
-  memcpy (st->out + st->out_len, data, len);
-  st->out_len += len;
-  st->received += len;
+  take_body (st, data, len);
   return len;
 }
 
@@ -497,10 +606,9 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_MAX_SEND_SPEED_LARGE, opt->limit_rate);
     SET (CURLOPT_MAX_RECV_SPEED_LARGE, opt->limit_rate);
   }
-  if (opt->dump_header) {
-    SET (CURLOPT_HEADERFUNCTION, header_cb);
-    SET (CURLOPT_HEADERDATA, st);
-  }
+  SET (CURLOPT_HEADERFUNCTION, header_cb);
+  SET (CURLOPT_HEADERDATA, st);
+  SET (CURLOPT_HTTP_TRANSFER_DECODING, 0L);   /* see take_body */
   if (opt->http_version != CURL_HTTP_VERSION_NONE)
     SET (CURLOPT_HTTP_VERSION, opt->http_version);
   if (opt->connect_timeout_ms)
@@ -650,6 +758,11 @@ drive (struct pipe_state *st, CURLM *multi)
     if (st->send_paused && !st->recv_paused && !st->in_eof &&
         !reading_answer (st) && answer_started (st)) {
       st->answer_ended = true;
+      if (result == CURLE_OK && !answer_complete (st)) {
+        snprintf (st->errbuf, sizeof st->errbuf, "the connection closed in "
+                  "the middle of the answer");
+        result = CURLE_PARTIAL_FILE;
+      }
       return result;
     }
     if (!flush_out (st))
@@ -828,20 +941,26 @@ exit_status (struct pipe_state *st, CURLcode result)
     say (st, "%s: %s", st->url, st->in_error);
     return EXIT_READ;
   }
+  /* As curl's -f, an error status counts before whatever came after
+   * it (a proxy's 407 and then a reset).
+   */
+  curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
+  if (st->opt->fail && code >= 400) {
+    say (st, "%s: the server answered HTTP %ld", st->url, code);
+    return EXIT_HTTP;
+  }
   if (st->out_error[0]) {
     say (st, "%s: %s", st->url, st->out_error);
     return EXIT_WRITE;
   }
   if (result != CURLE_OK) {
     /* The error buffer says more than curl_easy_strerror, when set. */
-    say (st, "%s: %s", st->url,
-         st->errbuf[0] ? st->errbuf : curl_easy_strerror (result));
+    say (st, "%s: %s%s%s%s", st->url,
+         st->errbuf[0] ? st->errbuf : curl_easy_strerror (result),
+         st->opt->unix_socket ? " (through the Unix socket " : "",
+         st->opt->unix_socket ? st->opt->unix_socket : "",
+         st->opt->unix_socket ? ")" : "");
     return result;
-  }
-  curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
-  if (st->opt->fail && code >= 400) {
-    say (st, "%s: the server answered HTTP %ld", st->url, code);
-    return EXIT_HTTP;
   }
   return EXIT_OK;
 }
@@ -872,7 +991,11 @@ open_streams (struct pipe_state *st)
   if (opt->output != NULL && strcmp (opt->output, "-") != 0)
     st->out_fd = -1;            /* see open_output */
   st->body_fd = st->out_fd;
-  if (opt->dump_header && strcmp (opt->dump_header, "-") != 0) {
+  /* -D - goes with the body, unless that goes to a file. */
+  if (opt->dump_header && strcmp (opt->dump_header, "-") == 0 &&
+      st->out_fd == -1)
+    st->header_file = stdout;
+  else if (opt->dump_header && strcmp (opt->dump_header, "-") != 0) {
     st->header_file = fopen (opt->dump_header, "we");
     if (st->header_file == NULL) {
       snprintf (st->out_error, sizeof st->out_error, "-D %s: %s",
@@ -944,8 +1067,9 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
   curl_multi_cleanup (multi);
   curl_slist_free_all (headers);
   free (st.out);
-  if (st.header_file != NULL && fclose (st.header_file) == EOF &&
-      status == EXIT_OK) {
+  if (st.header_file != NULL &&
+      (st.header_file == stdout ? fflush (stdout) : fclose (st.header_file))
+      == EOF && status == EXIT_OK) {
     say (&st, "-D %s: %s", opt->dump_header, strerror (errno));
     status = EXIT_WRITE;
   }
