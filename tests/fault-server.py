@@ -662,6 +662,36 @@ class FuzzAnswers(Handler):
             self.close_connection = True
 
 
+class Head503Once(Handler):
+    """The first HEAD is answered 503 (a server busy at boot), then all
+    is well: the probe retries it."""
+
+    served = False
+
+    def do_HEAD(self):
+        with count_lock:
+            first = not Head503Once.served
+            Head503Once.served = True
+        if first:
+            self.answer(503, send_body=False)
+        else:
+            super().do_HEAD()
+
+
+class Silent(Handler):
+    """Ranged GETs of more than one byte are never answered (the server
+    hangs for a minute), the size probe is."""
+
+    def serve_range(self, data, start, end):
+        if self.nth_get(start, end):
+            log("silent: %s range=%s" % (self.path,
+                                         self.headers.get("Range")))
+            time.sleep(60)
+            self.close_connection = True
+        else:
+            super().serve_range(data, start, end)
+
+
 def reset(handler):
     """Close the connection with an RST (SO_LINGER 0), not a FIN."""
     handler.wfile.flush()
@@ -914,6 +944,14 @@ class ReplaceDropEtag(ReplaceDisguised):
         return [(k, v) for k, v in vals if k != "ETag"]
 
 
+class ReplaceNoValidators(ReplaceDisguised):
+    """The new bytes come with no ETag and no Last-Modified: nothing to
+    compare."""
+
+    def disguise(self, vals, old_etag):
+        return []
+
+
 class ReplaceLongEtag(ReplaceDisguised):
     """The new bytes come with a strong ETag of 300 characters: longer
     than a client may keep, but on a header line of ordinary length."""
@@ -1082,8 +1120,11 @@ MODES = {
     "head-zero": HeadZero,
     "control-validators": ControlValidators,
     "503-long": Unavailable503Long,
+    "head-503-once": Head503Once,
+    "silent": Silent,
     "fuzz-answers": FuzzAnswers,
     "replace-drop-etag": ReplaceDropEtag,
+    "replace-no-validators": ReplaceNoValidators,
     "replace-long-etag": ReplaceLongEtag,
     "replace-huge-etag": ReplaceHugeEtag,
     "replace-dup-etag": ReplaceDupEtag,

@@ -111,6 +111,7 @@ run replace-ignore-precondition fail:"changed since it was opened" \
 # characters, an ETag header line longer than 1100 bytes, or the new
 # ETag followed by a second ETag header with the old one.
 run replace-drop-etag fail:"changed since it was opened" "${fast[@]}"
+run replace-no-validators fail:"changed since it was opened" "${fast[@]}"
 run replace-long-etag fail:"changed since it was opened" "${fast[@]}"
 run replace-huge-etag fail:"changed since it was opened" "${fast[@]}"
 run replace-dup-etag fail:"changed since it was opened" "${fast[@]}"

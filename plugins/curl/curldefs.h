@@ -227,6 +227,7 @@ extern struct conn *engine_conn_new (void);
 extern void engine_conn_free (struct conn *c);
 extern int engine_serving (void);
 extern void engine_unpin (void);
+extern bool engine_stopping (void);
 extern int engine_head (struct object_info *info);
 extern int engine_get_byte (struct object_info *info, uint64_t offset);
 extern int engine_get_spans (struct conn *c, struct span *spans,

@@ -129,6 +129,8 @@ struct xfer {
   uint64_t ignored;             /* body bytes of such answers */
   struct timespec ignoring_since;  /* when this try's first began, or 0 */
   bool ignore_cut;              /* ... and it was cut off */
+  struct timespec stop_checked; /* see progress_cb */
+  bool stopped;                 /* nbdkit is shutting down */
 
   uint64_t done;                /* body bytes received or sent */
   struct multipart mp;          /* GET of several spans: the body parser */
@@ -319,8 +321,8 @@ bad_status (struct xfer *x)
 static bool
 same_object (struct xfer *x)
 {
-  const char *was = NULL, *now = NULL;
-  bool pin;
+  const char *was, *now;
+  bool pin, by_etag;
 
   {
     LOCK_FOR_SCOPE (&pin_lock);
@@ -335,18 +337,22 @@ same_object (struct xfer *x)
               "or two different ones)");
     return false;
   }
-  /* Pinned by a strong ETag: compare it, or when the answer has none
-   * (a server that ignores If-Match may drop it with the new object),
-   * at least the dates.
+  /* The answer must carry the kind of validator the reads are pinned
+   * by: a server that ignores If-Match may drop it along with the old
+   * object.  RFC 9110 15.3.7 requires a 206 to carry the ETag that a 200
+   * would have.
    */
-  if (object.etag[0] && strncmp (object.etag, "W/", 2) != 0 && x->etag[0]) {
-    if (strcmp (x->etag, object.etag) != 0)
-      was = object.etag, now = x->etag;
+  by_etag = object.etag[0] && strncmp (object.etag, "W/", 2) != 0;
+  was = by_etag ? object.etag : object.last_modified;
+  now = by_etag ? x->etag : x->last_modified;
+  if (now[0] == '\0') {
+    snprintf (x->why, sizeof x->why, "the object at the URL may have "
+              "changed since it was opened: the answer carries no %s "
+              "(pin-object=false reads without this check)",
+              by_etag ? "ETag" : "Last-Modified");
+    return false;
   }
-  else if (object.last_modified[0] && x->last_modified[0] &&
-           strcmp (x->last_modified, object.last_modified) != 0)
-    was = object.last_modified, now = x->last_modified;
-  if (was == NULL)
+  if (strcmp (was, now) == 0)
     return true;
   snprintf (x->why, sizeof x->why, "the object at the URL changed since it "
             "was opened: its validator was %.80s, now %.80s", was, now);
@@ -700,9 +706,23 @@ read_cb (char *data, size_t size, size_t nmemb, void *opaque)
   return len;
 }
 
-/* A body that is ignored may not drip on for longer than timeout=
- * (CURLOPT_LOW_SPEED_* only catches a stall).  libcurl calls this at
- * least once a second.
+/* Is nbdkit shutting down, or has the client of the calling request
+ * gone away?  nbdkit_nanosleep says so, but only in the threads that
+ * serve connections: called from .get_ready (the probe, the first run
+ * of the scripts) nbdkit 1.32 aborts in an assertion.
+ */
+bool
+engine_stopping (void)
+{
+  return serving && nbdkit_nanosleep (0, 0) == -1;
+}
+
+/* libcurl calls this at least once a second during a transfer, and on
+ * each piece of data.  It ends a transfer early when nbdkit is shutting
+ * down (a server that went silent must not hold up nbdkit's exit for
+ * timeout= seconds; looked at every 200 ms), and a body that is ignored
+ * when it has dripped on for longer than timeout= (CURLOPT_LOW_SPEED_*
+ * only catches a stall).
  */
 static int
 progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
@@ -711,10 +731,18 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
   struct xfer *x = opaque;
   struct timespec now;
 
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  if ((now.tv_sec - x->stop_checked.tv_sec) * 1000000000L +
+      (now.tv_nsec - x->stop_checked.tv_nsec) >= 200000000L) {
+    x->stop_checked = now;
+    if (engine_stopping ()) {
+      x->stopped = true;
+      return 1;
+    }
+  }
   if ((x->ignoring_since.tv_sec == 0 && x->ignoring_since.tv_nsec == 0) ||
       !x->headers_done || !body_ignored (x))
     return 0;
-  clock_gettime (CLOCK_MONOTONIC, &now);
   if (now.tv_sec - x->ignoring_since.tv_sec <= (time_t) cfg.timeout)
     return 0;
   x->ignore_cut = true;
@@ -1062,6 +1090,11 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
 
   if (x->why[0] != '\0')
     return -1;                  /* refused by a callback, reason set */
+  if (x->stopped) {
+    snprintf (x->why, sizeof x->why, "stopped: nbdkit is shutting down "
+              "or the client disconnected");
+    return -1;
+  }
   /* A body that carries none of the object's bytes was cut off for its
    * length or its slowness: the answer itself is complete.
    */
@@ -1206,6 +1239,9 @@ attempt (struct conn *c, struct xfer *x)
   unsigned hops;
 
   x->ignoring_since = (struct timespec) { 0 };
+  x->stopped = false;
+  /* A short request never looks (see progress_cb). */
+  clock_gettime (CLOCK_MONOTONIC, &x->stop_checked);
   for (hops = 0;; hops++) {
     if (exchange (c, x, url, trusted) == -1)
       return -1;
@@ -1264,9 +1300,19 @@ perform_on (struct conn *c, struct xfer *x)
     nbdkit_debug ("%s: %s%s: %s: retry %u of %u in %u ms", x->what,
                   cfg.shown_url, where, x->why, try + 1, cfg.retries, delay);
     /* nbdkit's sleep ends early when nbdkit shuts down or the client
-     * goes away: neither waits for the back-off.
+     * goes away: neither waits for the back-off.  Not in .get_ready,
+     * where nbdkit 1.32 aborts in it (see engine_stopping).
      */
-    if (nbdkit_nanosleep (delay / 1000, (delay % 1000) * 1000000) == -1) {
+    if (!serving) {
+      struct timespec ts = {
+        .tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000L,
+      };
+
+      while (nanosleep (&ts, &ts) == -1 && errno == EINTR)
+        ;
+    }
+    else if (nbdkit_nanosleep (delay / 1000,
+                               (delay % 1000) * 1000000) == -1) {
       nbdkit_error ("%s: %s%s: %s (not retried: nbdkit is shutting down "
                     "or the client disconnected)", x->what, cfg.shown_url,
                     where, x->why);

@@ -94,7 +94,9 @@ ms_left (const struct timespec *start)
 
 /* Wait until fd is readable (or at its end), for what is left of
  * timeout= from *start.  1 when readable, 0 when the time is over, -1
- * (errno set) when poll fails.
+ * (errno set) when poll fails, -2 when nbdkit is shutting down or the
+ * request's client went away (looked at once a second: a renewal that
+ * hangs must not hold up nbdkit's exit for timeout= seconds).
  */
 static int
 wait_readable (int fd, const struct timespec *start)
@@ -106,11 +108,13 @@ wait_readable (int fd, const struct timespec *start)
     left_ms = ms_left (start);
     if (left_ms == 0)
       return 0;
-    r = poll (&pfd, 1, left_ms);
+    r = poll (&pfd, 1, left_ms < 1000 ? left_ms : 1000);
     if (r > 0)
       return 1;
     if (r == -1 && errno != EINTR)
       return -1;
+    if (engine_stopping ())
+      return -2;
   }
 }
 
@@ -154,6 +158,7 @@ run (struct script *s, unsigned iteration, char **out)
   size_t n = 0, len = 0;
   int fds[2], exitfds[2], err = 0, r = -1, w;
   bool timed_out = false, waiting = false, exited = false, ok = false;
+  bool stopped = false;
   const char *failed = NULL;    /* a call that failed, its errno in err */
   struct exit_waiter waiter = { .r = -1 };
   pthread_t thread;
@@ -240,8 +245,9 @@ run (struct script *s, unsigned iteration, char **out)
   buf = malloc (MAX_OUTPUT + 1);
   while (buf != NULL && failed == NULL && len < MAX_OUTPUT) {
     w = wait_readable (fds[0], &start);
-    if (w == 0) {
-      timed_out = true;
+    if (w == 0 || w == -2) {
+      timed_out = w == 0;
+      stopped = w == -2;
       break;
     }
     if (w == -1) {
@@ -267,12 +273,15 @@ run (struct script *s, unsigned iteration, char **out)
    * standard output and go on running.  Its exit counts against the same
    * timeout=.
    */
-  if (buf != NULL && failed == NULL && !timed_out && len < MAX_OUTPUT) {
+  if (buf != NULL && failed == NULL && !timed_out && !stopped &&
+      len < MAX_OUTPUT) {
     w = wait_readable (exitfds[0], &start);
     if (w == 1)
       exited = true;
     else if (w == 0)
       timed_out = true;
+    else if (w == -2)
+      stopped = true;
     else {
       failed = "poll";
       err = errno;
@@ -313,6 +322,9 @@ run (struct script *s, unsigned iteration, char **out)
   else if (timed_out)
     nbdkit_error ("%s: %s: did not finish within %u seconds (timeout=)",
                   s->what, *s->script, cfg.timeout);
+  else if (stopped)
+    nbdkit_error ("%s: %s: stopped: nbdkit is shutting down or the client "
+                  "disconnected", s->what, *s->script);
   else if (len >= MAX_OUTPUT)
     nbdkit_error ("%s: more than %d bytes of output", s->what, MAX_OUTPUT);
   else if (info.si_code == CLD_EXITED && info.si_status != 0)
