@@ -81,7 +81,10 @@ add_header (char *buf, size_t size, size_t *used, const char *s, size_t n,
     ? !(namelen == 10 && strncasecmp (s, "set-cookie", 10) == 0)
     : safe_request_header (s, namelen);
 
-  if (safe && !incoming && namelen == 5 && strncasecmp (s, ":path", 5) == 0)
+  /* A path's query, or a redirect's, may be a presigned signature. */
+  if (safe && ((!incoming && namelen == 5 && strncasecmp (s, ":path", 5) == 0)
+               || (incoming && namelen == 8 &&
+                   strncasecmp (s, "location", 8) == 0)))
     add_without_query (buf, size, used, s, n);
   else if (safe)
     add (buf, size, used, s, n);

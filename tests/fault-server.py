@@ -692,6 +692,45 @@ class Silent(Handler):
             super().serve_range(data, start, end)
 
 
+class MultipartEndless(Handler):
+    """A correct multipart answer, without a length, that then goes on
+    for ever (until the client hangs up, or 30 s): an endless epilogue
+    after the close delimiter, or (headers=True) endless header lines
+    in its first part.  The bytes keep moving, so no stall timeout ends
+    it: the client must bound what it reads."""
+
+    headers_mode = False
+
+    def serve_ranges(self, data, ranges):
+        self.send_response(206)
+        self.send_header("Content-Type",
+                         "multipart/byteranges; boundary=BOUNDARY")
+        for k, v in self.validators():
+            self.send_header(k, v)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        body = b""
+        for a, b in ranges:
+            body += (b"--BOUNDARY\r\nContent-Range: bytes %d-%d/%d\r\n" %
+                     (a, b, len(data)))
+            if self.headers_mode:
+                break
+            body += b"\r\n" + data[a:b + 1] + b"\r\n"
+        if not self.headers_mode:
+            body += b"--BOUNDARY--\r\n"
+        filler = (b"X-Pad: 0123456789abcdef\r\n" if self.headers_mode
+                  else b"epilogue " * 100 + b"\r\n")
+        t0 = time.time()
+        try:
+            self.wfile.write(body)
+            while time.time() - t0 < 30:
+                self.wfile.write(filler * 16)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.log_request_line(206, len(body))
+
+
 def reset(handler):
     """Close the connection with an RST (SO_LINGER 0), not a FIN."""
     handler.wfile.flush()
@@ -1122,6 +1161,10 @@ MODES = {
     "503-long": Unavailable503Long,
     "head-503-once": Head503Once,
     "silent": Silent,
+    "multipart-endless-epilogue": MultipartEndless,
+    "multipart-endless-headers": type("MultipartEndlessHeaders",
+                                      (MultipartEndless,),
+                                      {"headers_mode": True}),
     "fuzz-answers": FuzzAnswers,
     "replace-drop-etag": ReplaceDropEtag,
     "replace-no-validators": ReplaceNoValidators,

@@ -4,7 +4,10 @@
 # refused, with CRLF framing and with bare LF framing: every read gets
 # the object's bytes (never the line break that follows a short part),
 # and the plugin falls back to one range per request.  A legal answer
-# framed with bare LFs keeps getting multi-range requests.
+# framed with bare LFs keeps getting multi-range requests.  An answer
+# that goes on for ever after its parts (an endless epilogue, or endless
+# header lines in a part) is refused too, not read until the server
+# stops (the bytes keep moving, so no stall timeout would end it).
 #
 # The object is rich in CR, LF and '-', so that parts often end in CR or
 # LF: "data ending in CR, then LF framing" must be told apart from "one
@@ -33,7 +36,8 @@ for mode in multipart-lf \
             multipart-short1-crlf multipart-short2-crlf \
             multipart-long1-crlf multipart-long2-crlf \
             multipart-short1-lf multipart-short2-lf \
-            multipart-long1-lf multipart-long2-lf; do
+            multipart-long1-lf multipart-long2-lf \
+            multipart-endless-epilogue multipart-endless-headers; do
   start_fault_server "$mode" "$tmp/disk.img"
   # -v: the fallback is reported by a debug line.
   start_nbdkit ro -r -v "$PLUGIN" "http://127.0.0.1:$fault_port/disk.img" \

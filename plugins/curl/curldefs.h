@@ -196,6 +196,8 @@ struct multipart {
   char line[1024];
   size_t linelen;
   unsigned preamble_lines;
+  unsigned header_lines;        /* of the current part */
+  uint64_t epilogue;            /* bytes after the close delimiter */
   bool crlf;                    /* framing: CRLF, else a bare LF */
   unsigned breakpos;            /* MP_BREAK: its bytes seen so far */
   bool part_range_seen;         /* a Content-Range header, valid or not */

@@ -58,6 +58,12 @@
 
 #include "curldefs.h"
 
+/* Bounds on what is read and thrown away: nginx and Apache send two
+ * part headers and no epilogue.
+ */
+#define MAX_PART_HEADERS 32
+#define MAX_EPILOGUE (64 * 1024)
+
 /* Parse the decimal number at p; -1 when there is none or it is too big. */
 int64_t
 parse_number (const char *p, const char **end)
@@ -243,6 +249,7 @@ next_part (struct multipart *mp)
   mp->state = MP_HEADERS;
   mp->part_has_range = false;
   mp->part_range_seen = false;
+  mp->header_lines = 0;
 }
 
 /* A complete line, its line break removed; cr: it ended in CRLF. */
@@ -272,6 +279,9 @@ line_done (struct multipart *mp, char *line, bool cr)
   case MP_HEADERS:
     if (line[0] == '\0')
       return part_start (mp);
+    /* A server can send header lines for ever; real parts have two. */
+    if (++mp->header_lines > MAX_PART_HEADERS)
+      return refuse (mp, "too many part headers");
     /* A folded header (RFC 5322 2.2.3) continues the one before: no
      * server folds, and a Content-Range without its continuation would
      * be misread.
@@ -354,8 +364,13 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
         mp->state = MP_DELIM;
       continue;
     }
-    if (mp->state == MP_END)
-      return true;              /* the epilogue is ignored */
+    if (mp->state == MP_END) {
+      /* The epilogue is ignored, but not read for ever. */
+      mp->epilogue += len;
+      if (mp->epilogue > MAX_EPILOGUE)
+        return refuse (mp, "an epilogue that does not end");
+      return true;
+    }
 
     /* Lines: delimiters and part headers. */
     const char *nl = memchr (data, '\n', len);
