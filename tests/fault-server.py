@@ -372,6 +372,8 @@ class ShortBody(Handler):
                          "bytes %d-%d/%d" % (start, end, len(data)))
         self.send_header("Content-Length", str(end - start + 1))
         self.send_header("Connection", "close")
+        for k, v in self.validators():
+            self.send_header(k, v)
         self.end_headers()
         chunk = data[start:end + 1]
         chunk = chunk[:len(chunk) // 2]
