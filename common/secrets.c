@@ -102,10 +102,13 @@ header_name (const char *s, size_t n)
 {
   size_t i;
 
+  /* RFC 9110 5.6.2: a token. */
+  static const char tchar[] = "!#$%&'*+-.^_`|~";
+
   for (i = 0; i < n; i++) {
     if (s[i] == ':' && i > 0)
       return i;
-    if (!(s[i] == '-' || s[i] == '_' || (s[i] == ':' && i == 0) ||
+    if (!((s[i] == ':' && i == 0) || (s[i] != '\0' && strchr (tchar, s[i])) ||
           (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
           (s[i] >= '0' && s[i] <= '9')))
       return 0;
@@ -135,22 +138,27 @@ add_note (char *buf, size_t size, size_t *used, const char *s, size_t n)
     add (buf, size, used, " with user ***", 14);
     return;
   }
+  /* "Uses proxy env variable http_proxy == 'http://user:pw@...'". */
+  p = memmem (s, n, " == '", 5);
+  if (p != NULL && memmem (s, p - s, "proxy", 5) != NULL) {
+    add (buf, size, used, s, p - s);
+    add (buf, size, used, " == '***'", 9);
+    return;
+  }
   /* HTTP/2 requests are shown as notes, one header each:
-   * "h2h3 [authorization: Basic ...]", "[HTTP/2] [1] [cookie: ...]".
+   * "h2h3 [authorization: Basic ...]", "[HTTP/2] [1] [cookie: ...]":
+   * the first '[' that opens a header (a value may have '[' in it).
    */
-  for (p = s; p < s + n; p++)
-    if (*p == '[')
+  for (p = s; p < s + n && open == NULL; p++)
+    if (*p == '[' && header_name (p + 1, n - (p + 1 - s)) > 0)
       open = p;
   if (open != NULL) {
     name = header_name (open + 1, n - (open + 1 - s));
-    if (name > 0) {
-      add (buf, size, used, s, open + 1 - s);
-      add_header (buf, size, used, open + 1, n - (open + 1 - s), name,
-                  false);
-      if (buf[*used - 1] != ']')
-        add (buf, size, used, "]", 1);
-      return;
-    }
+    add (buf, size, used, s, open + 1 - s);
+    add_header (buf, size, used, open + 1, n - (open + 1 - s), name, false);
+    if (buf[*used - 1] != ']')
+      add (buf, size, used, "]", 1);
+    return;
   }
   add (buf, size, used, s, n);
 }
@@ -202,23 +210,19 @@ show_debug (curl_infotype type, const char *data, size_t size,
   }
 }
 
-/* The same by hand, for a URL that does not parse: the user name and
- * password (up to the authority's last '@') and the query go.
+/* The same by hand, for a URL that does not parse or has an '@': all
+ * up to the last '@' (the user name and password) and the query go.
  */
 static char *
 strip_url (const char *url)
 {
   const char *sep = strstr (url, "://");
   const char *rest = sep ? sep + 3 : url;
-  size_t authority = strcspn (rest, "/?#"), i;
+  const char *at = strrchr (rest, '@');
   char *r;
 
-  for (i = authority; i > 0; i--) {
-    if (rest[i - 1] == '@') {
-      rest += i;
-      break;
-    }
-  }
+  if (at != NULL)
+    rest = at + 1;
   if (asprintf (&r, "%.*s%.*s%s", (int) (sep ? sep + 3 - url : 0), url,
                 (int) strcspn (rest, "?#"), rest,
                 rest[strcspn (rest, "?#")] == '?' ? "?..." : "") == -1)
@@ -235,7 +239,12 @@ shown_url (const char *url)
 
   if (u == NULL)
     return NULL;
-  if (curl_url_set (u, CURLUPART_URL, url,
+  /* A password may hold '/', '?' or '#' unencoded, which moves where a
+   * parser ends the host: with an '@' anywhere, strip by hand, up to the
+   * last one.
+   */
+  if ((strstr (url, "://") && strchr (strstr (url, "://"), '@')) ||
+      curl_url_set (u, CURLUPART_URL, url,
                     CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK) {
     curl_url_cleanup (u);
     return strip_url (url);

@@ -84,6 +84,9 @@ struct pipe_state {
   enum { CH_SIZE, CH_EXT, CH_DATA, CH_DATA_END, CH_TRAILER_START,
          CH_TRAILER, CH_DONE } ch_state;
   uint64_t ch_left;
+  unsigned ch_digits;           /* of the size being read */
+  bool ch_bad;                  /* a chunk size libcurl will refuse */
+  curl_socket_t sock;           /* the connection, for answer_ended */
   bool in_stream;               /* standard input is a pipe or socket */
   bool in_drained;              /* the last read took all there was */
   bool in_blocking;             /* not O_NONBLOCK (a terminal, a file) */
@@ -214,6 +217,7 @@ static size_t
 read_cb (char *buf, size_t size, size_t nitems, void *opaque)
 {
   struct pipe_state *st = opaque;
+  size_t want;
   ssize_t n;
 
   if (st->in_eof)
@@ -235,10 +239,19 @@ read_cb (char *buf, size_t size, size_t nitems, void *opaque)
       return CURL_READFUNC_PAUSE;
     }
   }
-  n = read (st->in_fd, buf, size * nitems);
+  want = size * nitems;
+  /* Never more than --upload-size: what follows would be taken by the
+   * server for the start of another request.
+   */
+  if (st->opt->upload_size >= 0 &&
+      (curl_off_t) want > st->opt->upload_size - st->sent)
+    want = st->opt->upload_size - st->sent;
+  if (want == 0)
+    return 0;
+  n = read (st->in_fd, buf, want);
   if (n > 0) {
     st->sent += n;
-    st->in_drained = st->in_stream && (size_t) n < size * nitems;
+    st->in_drained = st->in_stream && (size_t) n < want;
     return n;
   }
   if (n == 0) {
@@ -305,6 +318,20 @@ open_output (struct pipe_state *st)
   return true;
 }
 
+/* Does s (len bytes) contain word, in any case (RFC 9110 7: transfer
+ * codings are case-insensitive)?
+ */
+static bool
+has_word (const char *s, size_t len, const char *word)
+{
+  size_t n = strlen (word), i;
+
+  for (i = 0; i + n <= len; i++)
+    if (strncasecmp (s + i, word, n) == 0)
+      return true;
+  return false;
+}
+
 /* Each header line of the answers: whether the body is chunked (see
  * take_body), and with -D the line itself, to the file or to the
  * answer's stream ("-"), as curl writes them.
@@ -319,9 +346,10 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     st->chunked = false;
     st->ch_state = CH_SIZE;
     st->ch_left = 0;
+    st->ch_digits = 0;
   }
   else if (len > 18 && strncasecmp (data, "transfer-encoding:", 18) == 0 &&
-           memmem (data, len, "chunked", 7) != NULL)
+           has_word (data + 18, len - 18, "chunked"))
     st->chunked = true;
   if (st->opt->dump_header == NULL)
     return len;
@@ -366,16 +394,28 @@ take_body (struct pipe_state *st, const char *p, size_t len)
   }
   while (p < end) {
     switch (st->ch_state) {
-    case CH_SIZE:               /* hex digits, then ";ext" or CRLF */
+    case CH_SIZE:
+      /* Hex digits, then whatever comes up to the line's end (";ext",
+       * or junk that libcurl ignores too).  Sizes libcurl refuses (no
+       * digit, more than 16) stop the answer here, before any of their
+       * bytes is written.
+       */
       d = *p >= '0' && *p <= '9' ? *p - '0'
         : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
         : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : -1;
-      if (d >= 0 && st->ch_left < (UINT64_MAX >> 4))
+      if (d >= 0 && ++st->ch_digits > 16) {
+        st->ch_bad = true;
+        return;
+      }
+      if (d >= 0)
         st->ch_left = st->ch_left * 16 + d;
-      else if (*p == ';')
-        st->ch_state = CH_EXT;
-      else if (*p == '\n')
-        st->ch_state = st->ch_left ? CH_DATA : CH_TRAILER_START;
+      else if (st->ch_digits == 0) {
+        st->ch_bad = true;
+        return;
+      }
+      else
+        st->ch_state = *p == '\n'
+          ? (st->ch_left ? CH_DATA : CH_TRAILER_START) : CH_EXT;
       p++;
       break;
     case CH_EXT:
@@ -394,8 +434,10 @@ take_body (struct pipe_state *st, const char *p, size_t len)
         st->ch_state = CH_DATA_END;
       break;
     case CH_DATA_END:           /* the CRLF after the data */
-      if (*p++ == '\n')
+      if (*p++ == '\n') {
         st->ch_state = CH_SIZE;
+        st->ch_digits = 0;
+      }
       break;
     case CH_TRAILER_START:      /* a trailer line, or the empty last line */
       if (*p == '\n')
@@ -414,19 +456,47 @@ take_body (struct pipe_state *st, const char *p, size_t len)
   }
 }
 
-/* Did the answer come whole?  Its last chunk, or its Content-Length, or
- * (neither) the server's close, which is how such an answer ends.
+/* Has the answer come whole by its own framing: its last chunk, or its
+ * Content-Length?  -1 when it has no framing (it ends when the server
+ * closes).
  */
-static bool
-answer_complete (const struct pipe_state *st)
+static int
+answer_whole (const struct pipe_state *st)
 {
   curl_off_t length = -1;
 
   if (st->chunked)
     return st->ch_state == CH_DONE;
   curl_easy_getinfo (st->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
-  return length < 0 || st->received == length;
+  return length < 0 ? -1 : st->received == length;
 }
+
+/* libcurl no longer reads the connection while the upload waits for
+ * standard input: has the answer ended?  1 whole, -1 cut off (the server
+ * closed or reset the connection before its end), 0 not ended (libcurl
+ * waits for --limit-rate's timer).  The connection is looked at without
+ * taking anything from it.
+ */
+static int
+answer_end (const struct pipe_state *st)
+{
+  int whole = answer_whole (st);
+  char c;
+  ssize_t r;
+
+  if (whole == 1)
+    return 1;
+  if (st->sock == CURL_SOCKET_BAD)
+    return 0;
+  r = recv (st->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (r == 0)
+    return whole == -1 ? 1 : -1;
+  if (r == -1 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    return -1;
+  return 0;
+}
+
+static void drain_output (struct pipe_state *st);
 
 static size_t
 write_cb (char *data, size_t size, size_t nmemb, void *opaque)
@@ -439,8 +509,11 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
   if (!st->body_started) {
     st->body_started = true;
     curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (st->opt->fail && code >= 400)
+    if (st->opt->fail && code >= 400) {
+      /* -D -'s headers, already buffered, still go to stdout. */
+      drain_output (st);
       st->body_fd = STDERR_FILENO;
+    }
     else if (!open_output (st))
       return 0;
   }
@@ -462,6 +535,11 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     }
   }
   take_body (st, data, len);
+  if (st->ch_bad) {
+    snprintf (st->errbuf, sizeof st->errbuf, "a malformed chunk size in "
+              "the answer");
+    return 0;
+  }
   return len;
 }
 
@@ -509,6 +587,16 @@ show_progress (struct pipe_state *st, bool last)
            st->sent / 1048576.0, st->sent / 1048576.0 / secs,
            st->received / 1048576.0, st->received / 1048576.0 / secs,
            last ? "\n" : "");
+}
+
+/* The connection's socket, for answer_end. */
+static int
+sockopt_cb (void *opaque, curl_socket_t fd, curlsocktype purpose)
+{
+  struct pipe_state *st = opaque;
+
+  st->sock = fd;
+  return CURL_SOCKOPT_OK;
 }
 
 static const char *
@@ -609,8 +697,15 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   SET (CURLOPT_HEADERFUNCTION, header_cb);
   SET (CURLOPT_HEADERDATA, st);
   SET (CURLOPT_HTTP_TRANSFER_DECODING, 0L);   /* see take_body */
-  if (opt->http_version != CURL_HTTP_VERSION_NONE)
-    SET (CURLOPT_HTTP_VERSION, opt->http_version);
+  SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
+  SET (CURLOPT_SOCKOPTDATA, st);
+  /* HTTP/1.1 unless --http2, also over TLS: over HTTP/2 libcurl 7.88
+   * gives no sign that the answer's stream has ended while the upload
+   * waits for standard input, so a tunnel whose far end went away would
+   * not end (see drive).
+   */
+  SET (CURLOPT_HTTP_VERSION, opt->http_version != CURL_HTTP_VERSION_NONE
+       ? opt->http_version : CURL_HTTP_VERSION_1_1);
   if (opt->connect_timeout_ms)
     SET (CURLOPT_CONNECTTIMEOUT_MS, opt->connect_timeout_ms);
   if (opt->max_time_ms)
@@ -749,7 +844,7 @@ static CURLcode
 drive (struct pipe_state *st, CURLM *multi)
 {
   struct pollfd pfd[MAX_SOCKETS + 2];
-  int running = 1, n, i, in_at, out_at, timeout, left, ev, r;
+  int running = 1, n, i, in_at, out_at, timeout, left, ev, r, end;
   CURLcode result = CURLE_OK;
 
   curl_multi_socket_action (multi, CURL_SOCKET_TIMEOUT, 0, &running);
@@ -757,13 +852,16 @@ drive (struct pipe_state *st, CURLM *multi)
     result = done_result (multi, result);
     if (st->send_paused && !st->recv_paused && !st->in_eof &&
         !reading_answer (st) && answer_started (st)) {
-      st->answer_ended = true;
-      if (result == CURLE_OK && !answer_complete (st)) {
-        snprintf (st->errbuf, sizeof st->errbuf, "the connection closed in "
-                  "the middle of the answer");
-        result = CURLE_PARTIAL_FILE;
+      end = answer_end (st);
+      if (end != 0) {
+        st->answer_ended = true;
+        if (result == CURLE_OK && end == -1) {
+          snprintf (st->errbuf, sizeof st->errbuf, "the connection closed "
+                    "in the middle of the answer");
+          result = CURLE_PARTIAL_FILE;
+        }
+        return result;
       }
-      return result;
     }
     if (!flush_out (st))
       return CURLE_WRITE_ERROR;
@@ -859,7 +957,7 @@ drive (struct pipe_state *st, CURLM *multi)
  * check, and \n, \r, \t.  Printed to standard output after the answer.
  */
 static void
-write_out (const struct pipe_state *st, CURLcode result)
+write_out (const struct pipe_state *st, int status)
 {
   const char *p = st->opt->write_out, *end;
   curl_off_t n;
@@ -896,7 +994,7 @@ write_out (const struct pipe_state *st, CURLcode result)
       printf ("%.6f", secs);
     }
     else if (IS ("exitcode"))
-      printf ("%d", (int) result);
+      printf ("%d", status);
     else if (IS ("url"))
       printf ("%s", st->url);
     else
@@ -905,6 +1003,34 @@ write_out (const struct pipe_state *st, CURLcode result)
     p = end;
   }
   fflush (stdout);
+}
+
+/* --upload-size N sent N bytes: standard input must end there.  Bytes
+ * beyond N mean the size was wrong and the server got a truncated body:
+ * an error, not a success.  A writer that neither writes nor closes
+ * within 5 s is given the benefit of the doubt.
+ */
+static void
+check_upload_end (struct pipe_state *st)
+{
+  struct pollfd pfd = { .fd = st->in_fd, .events = POLLIN };
+  char c;
+  ssize_t n;
+  struct stat sb;
+
+  if (st->opt->upload_size < 0 || st->in_eof || st->in_error[0] ||
+      fstat (st->in_fd, &sb) == -1)
+    return;
+  /* A terminal is left alone: reading it would wait for the user. */
+  if (!S_ISREG (sb.st_mode) && !st->in_stream)
+    return;
+  if (st->in_stream && poll (&pfd, 1, 5000) <= 0)
+    return;
+  n = read (st->in_fd, &c, 1);
+  if (n > 0)
+    snprintf (st->in_error, sizeof st->in_error, "standard input has more "
+              "than the %" CURL_FORMAT_CURL_OFF_T " bytes of --upload-size",
+              st->opt->upload_size);
 }
 
 /* Write what standard output has not taken yet, also after a failure:
@@ -927,6 +1053,27 @@ drain_output (struct pipe_state *st)
       }
     }
   }
+}
+
+/* libcurl quotes a proxy URL it cannot use, password and all. */
+static void
+hide_proxy (struct pipe_state *st)
+{
+  const char *proxy = st->opt->proxy;
+  char copy[CURL_ERROR_SIZE], *at, *shown;
+  size_t n;
+
+  if (proxy == NULL || proxy[0] == '\0')
+    return;
+  at = strstr (st->errbuf, proxy);
+  if (at == NULL)
+    return;
+  shown = shown_url (proxy);
+  n = strlen (proxy);
+  snprintf (copy, sizeof copy, "%.*s%s%s", (int) (at - st->errbuf),
+            st->errbuf, shown ? shown : "(the proxy)", at + n);
+  snprintf (st->errbuf, sizeof st->errbuf, "%s", copy);
+  free (shown);
 }
 
 /* The exit status for the transfer's result, and its message: curl's
@@ -953,7 +1100,17 @@ exit_status (struct pipe_state *st, CURLcode result)
     say (st, "%s: %s", st->url, st->out_error);
     return EXIT_WRITE;
   }
+  if (st->ch_bad) {
+    say (st, "%s: %s", st->url, st->errbuf);
+    return CURLE_RECV_ERROR;
+  }
+  /* The server ended a whole answer and closed while more was being
+   * sent: the exchange is done, as for curl.
+   */
+  if (result == CURLE_SEND_ERROR && answer_whole (st) == 1)
+    result = CURLE_OK;
   if (result != CURLE_OK) {
+    hide_proxy (st);
     /* The error buffer says more than curl_easy_strerror, when set. */
     say (st, "%s: %s%s%s%s", st->url,
          st->errbuf[0] ? st->errbuf : curl_easy_strerror (result),
@@ -976,6 +1133,16 @@ catch_signals (void)
   catch (SIGTERM, on_signal);
   catch (SIGHUP, on_signal);
   catch (SIGQUIT, on_signal);
+  /* Other signals that end a process by default: the shell's pipes
+   * are put back as they were all the same.
+   */
+  catch (SIGUSR1, on_signal);
+  catch (SIGUSR2, on_signal);
+  catch (SIGALRM, on_signal);
+  catch (SIGVTALRM, on_signal);
+  catch (SIGPROF, on_signal);
+  catch (SIGXCPU, on_signal);
+  catch (SIGXFSZ, on_signal);
   catch (SIGTSTP, on_stop);
   catch (SIGTTIN, on_stop);
   catch (SIGTTOU, on_stop);
@@ -1018,6 +1185,7 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
   struct pipe_state st = {
     .opt = opt, .msg = msg, .msglen = msglen,
     .in_fd = STDIN_FILENO, .out_fd = STDOUT_FILENO, .timer_ms = -1,
+    .sock = CURL_SOCKET_BAD,
   };
   struct curl_slist *headers = NULL;
   CURLM *multi = NULL;
@@ -1047,6 +1215,8 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
     curl_multi_add_handle (multi, st.easy);
     result = drive (&st, multi);
     show_progress (&st, true);
+    if (result == CURLE_OK)
+      check_upload_end (&st);
     /* An answer with no body still makes the -o file, as curl does. */
     if (result == CURLE_OK && opt->output && st.out_error[0] == '\0' &&
         !(opt->fail && st.body_fd == STDERR_FILENO))
@@ -1062,7 +1232,7 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
     curl_multi_remove_handle (multi, st.easy);
   restore_flags ();
   if (opt->write_out && st.easy)
-    write_out (&st, result);
+    write_out (&st, status);
   curl_easy_cleanup (st.easy);
   curl_multi_cleanup (multi);
   curl_slist_free_all (headers);
