@@ -591,6 +591,21 @@ await_port_file ()
 }
 
 # ----------------------------------------------------------------------
+# The raw server (tests/raw-server.py): answers written byte for byte,
+# chosen by the request's path (the list is at the top of the script),
+# on $raw_port; one log line per request in $tmp/raw.log.  It exits by
+# itself after a minute.
+start_raw_server ()
+{
+  rm -f "$tmp/raw.port"
+  "$PYTHON" "$abs_srcdir/raw-server.py" --port-file "$tmp/raw.port" \
+            --log "$tmp/raw.log" </dev/null >"$tmp/raw.out" 2>&1 &
+  raw_pid=$!
+  await_port_file "$raw_pid" "$tmp/raw.port" "$tmp/raw.out" "raw server"
+  raw_port=$(cat "$tmp/raw.port")
+}
+
+# ----------------------------------------------------------------------
 # The streaming server (tests/stream-server.c, built by make check) on
 # $stream_port: /echo sends each piece of a request body back as it
 # arrives, /sink checks a byte pattern, /status/NNN answers NNN,

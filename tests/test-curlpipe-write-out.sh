@@ -5,7 +5,9 @@
 # a fraction), and "\n" as a newline; with -o FILE the body goes to
 # FILE and the -w line still to standard output.  -D/--dump-header FILE
 # writes the answer's headers to FILE, and only the body goes to
-# standard output.
+# standard output.  With -f and an HTTP error, "-D -" still writes the
+# headers to standard output (not standard error), and %{exitcode} is
+# the exit status, 22.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -72,5 +74,21 @@ for opt in -D --dump-header; do
     ! grep -q body "$tmp/headers" || problem "$opt FILE: the body is in FILE"
   fi
 done
+
+# -f -D - on a 404: the headers on standard output, %{exitcode} 22.
+st=0
+printf 'x' | curlpipe -s -f -D - -w '%{exitcode}' \
+  "http://127.0.0.1:$stream_port/status/404" >"$tmp/out" 2>"$tmp/err" ||
+  st=$?
+[ "$st" -eq 22 ] ||
+  problem "-f -D - on a 404: exit status $st, not 22: $(cat "$tmp/err")"
+grep -q '^HTTP/1.1 404' "$tmp/out" ||
+  problem "-f -D - on a 404: no status line on standard output:" \
+          "$(cat "$tmp/out")"
+! grep -q '^HTTP/1.1 404' "$tmp/err" ||
+  problem "-f -D - on a 404: the headers went to standard error"
+[ "$(tail -c 2 "$tmp/out")" = 22 ] ||
+  problem "-f -w '%{exitcode}' on a 404: standard output ends with" \
+          "'$(tail -c 2 "$tmp/out")', not the exit status 22"
 
 check_problems
