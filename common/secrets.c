@@ -138,6 +138,22 @@ add_note (char *buf, size_t size, size_t *used, const char *s, size_t n)
     add (buf, size, used, " with user ***", 14);
     return;
   }
+  /* A URL with user:password@ in a note ("Unsupported proxy syntax in
+   * 'http://user:pw@host:99999'"): the user name and password go.
+   */
+  p = memmem (s, n, "://", 3);
+  if (p != NULL) {
+    const char *at = NULL, *q;
+
+    for (q = p + 3; q < s + n && *q != ' ' && *q != '\'' && *q != '"'; q++)
+      if (*q == '@')
+        at = q;
+    if (at != NULL) {
+      add (buf, size, used, s, p + 3 - s);
+      add_note (buf, size, used, at + 1, n - (at + 1 - s));
+      return;
+    }
+  }
   /* "Uses proxy env variable http_proxy == 'http://user:pw@...'". */
   p = memmem (s, n, " == '", 5);
   if (p != NULL && memmem (s, p - s, "proxy", 5) != NULL) {
