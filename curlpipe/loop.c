@@ -77,7 +77,6 @@ struct pipe_state {
   CURL *easy;
   int in_fd, out_fd;            /* out_fd: -1 until -o FILE is opened */
   FILE *header_file;            /* -D FILE, NULL for none or "-" */
-  bool answer_ended;            /* see drive */
 
   /* The answer's chunked framing, decoded here (see take_body). */
   bool chunked;
@@ -86,7 +85,7 @@ struct pipe_state {
   uint64_t ch_left;
   unsigned ch_digits;           /* of the size being read */
   bool ch_bad;                  /* a chunk size libcurl will refuse */
-  curl_socket_t sock;           /* the connection, for answer_ended */
+  curl_socket_t sock;           /* the connection, for answer_end */
   bool in_stream;               /* standard input is a pipe or socket */
   bool in_drained;              /* the last read took all there was */
   bool in_blocking;             /* not O_NONBLOCK (a terminal, a file) */
@@ -854,7 +853,6 @@ drive (struct pipe_state *st, CURLM *multi)
         !reading_answer (st) && answer_started (st)) {
       end = answer_end (st);
       if (end != 0) {
-        st->answer_ended = true;
         if (result == CURLE_OK && end == -1) {
           snprintf (st->errbuf, sizeof st->errbuf, "the connection closed "
                     "in the middle of the answer");
