@@ -675,7 +675,10 @@ main (int argc, char *argv[])
   double rtt_ms = 100, rate = 1000;
   int opt;
 
-  while ((opt = getopt_long (argc, argv, "vh", longopts, NULL)) != -1) {
+  for (;;) {
+    opt = getopt_long (argc, argv, "vh", longopts, NULL);
+    if (opt == -1)
+      break;
     switch (opt) {
     case 'r':
       rtt_ms = parse_number ("--rtt", optarg, 0, 1e6);

@@ -75,6 +75,14 @@ curl_get_ready (void)
   return probe_object ();
 }
 
+/* After nbdkit forked into the background: threads may start now. */
+static int
+curl_after_fork (void)
+{
+  pool_warm ();
+  return 0;
+}
+
 static void *
 curl_open (int readonly)
 {
@@ -192,6 +200,7 @@ static struct nbdkit_plugin plugin = {
   .dump_plugin = curl_dump_plugin,
   .magic_config_key = "url",
   .get_ready = curl_get_ready,
+  .after_fork = curl_after_fork,
   .open = curl_open,
   .close = curl_close,
   .get_size = curl_get_size,

@@ -86,7 +86,7 @@ extern int config_complete (void);
 extern bool config_allows_scheme (const char *scheme);
 extern void config_unload (void);
 
-#define DEFAULT_CONNECTIONS 4
+#define DEFAULT_CONNECTIONS 16
 #define DEFAULT_TIMEOUT 60
 #define DEFAULT_RETRIES 5
 #define DEFAULT_RETRY_DELAY_MS 1000
@@ -94,7 +94,7 @@ extern void config_unload (void);
 
 #define CONFIG_HELP \
   "url=<URL>                 (required) The disk image URL.\n"         \
-  "connections=<N>           Parallel HTTP connections (default 4).\n" \
+  "connections=<N>           Parallel HTTP connections (default 16).\n" \
   "timeout=<SECS>            Connect and stall timeout (default 60).\n" \
   "retries=<N>               Retries after a transient error (5).\n"  \
   "retry-delay=<SECS>        First retry delay, then doubled (1).\n"  \
@@ -152,6 +152,7 @@ struct read_req {
   char *buf;
   enum { REQ_QUEUED, REQ_RUNNING, REQ_DONE } state;
   bool failed;
+  int64_t queued_ns;            /* when it was queued (CLOCK_MONOTONIC) */
   pthread_cond_t cond;          /* signalled when done or to lead */
   struct read_req *next;        /* in the queue */
 };
@@ -166,6 +167,7 @@ struct span {
 
 struct conn;
 extern int pool_init (void);
+extern void pool_warm (void);
 extern void pool_unload (void);
 extern struct conn *pool_get (void);
 extern void pool_put (struct conn *c);
@@ -232,6 +234,9 @@ extern void engine_unpin (void);
 extern bool engine_stopping (void);
 extern int engine_head (struct object_info *info);
 extern int engine_get_byte (struct object_info *info, uint64_t offset);
+extern int64_t engine_answer_wait_ns (struct conn *c);
+extern int64_t engine_far (void);
+extern void engine_warm (struct conn *c);
 extern int engine_get_spans (struct conn *c, struct span *spans,
                              unsigned nspans);
 extern int engine_pwrite (const void *buf, uint32_t count, uint64_t offset);

@@ -80,6 +80,20 @@ static CURLSH *share;
  */
 static bool serving;
 
+/* The quickest answer the probe got, in nanoseconds, from its request
+ * sent to the answer's first byte: about one round trip to the server
+ * (-1 before any).
+ */
+static int64_t probe_wait_ns = -1;
+
+/* A server whose answers take at least this long (about a round trip,
+ * in nanoseconds) is worth opening connections to before the client asks
+ * (engine_far).  On loopback and a LAN answers take well under a
+ * millisecond, and a test server on a loaded machine a few; users'
+ * remote images are 10-150 ms away.
+ */
+#define FAR_WAIT_NS (10 * 1000000)
+
 /* Object pinning: every GET carries the validator found at start-up
  * (If-Match with a strong ETag, else If-Unmodified-Since), and every
  * answer's validator is compared with it, so that bytes of two versions
@@ -1327,6 +1341,25 @@ perform_on (struct conn *c, struct xfer *x)
   return -1;
 }
 
+/* During the probe: the quickest answer so far. */
+static void
+note_wait (struct conn *c)
+{
+  int64_t wait = engine_answer_wait_ns (c);
+
+  if (wait > 0 && (probe_wait_ns < 0 || wait < probe_wait_ns))
+    probe_wait_ns = wait;
+}
+
+/* Is the server far enough away that opening connections before they
+ * are needed pays (pool_warm)?  The probe's quickest answer, or 0.
+ */
+int64_t
+engine_far (void)
+{
+  return !cfg.is_file && probe_wait_ns >= FAR_WAIT_NS ? probe_wait_ns : 0;
+}
+
 /* Run one request on a handle borrowed from the pool. */
 static int
 perform (struct xfer *x)
@@ -1339,6 +1372,8 @@ perform (struct xfer *x)
     return -1;
   }
   r = perform_on (c, x);
+  if (!serving)
+    note_wait (c);
   pool_put (c);
   return r;
 }
@@ -1435,6 +1470,39 @@ engine_get_byte (struct object_info *info, uint64_t offset)
   if (!cfg.is_file)
     info->size = x.empty ? 0 : x.cr_total;
   return 0;
+}
+
+/* Open c's connection ahead of need, with a one-byte GET checked like
+ * any read (pool_warm).  Errors are reported and otherwise ignored: the
+ * reads that follow meet them again.
+ */
+void
+engine_warm (struct conn *c)
+{
+  char byte;
+  struct read_req req = { .offset = 0, .count = 1, .buf = &byte };
+  struct read_req *reqs[1] = { &req };
+  struct span span = { .first = 0, .last = 0, .reqs = reqs, .nreqs = 1 };
+
+  if (object.size > 0)
+    engine_get_spans (c, &span, 1);
+}
+
+/* How long the last answer on c took to start arriving once its
+ * request was sent (about a round trip), in nanoseconds; 0 if unknown.
+ */
+int64_t
+engine_answer_wait_ns (struct conn *c)
+{
+  curl_off_t sent, first;
+
+  if (curl_easy_getinfo (c->easy, CURLINFO_PRETRANSFER_TIME_T,
+                         &sent) != CURLE_OK ||
+      curl_easy_getinfo (c->easy, CURLINFO_STARTTRANSFER_TIME_T,
+                         &first) != CURLE_OK ||
+      first < sent)
+    return 0;
+  return (int64_t) (first - sent) * 1000;
 }
 
 /* GET of nspans ranges (at most MAX_SPANS) into the reads they cover.
