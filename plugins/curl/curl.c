@@ -16,9 +16,12 @@
  * Threads.  The thread model is parallel: nbdkit runs requests from all
  * clients at once in its own worker threads, and each of those runs its
  * HTTP request itself on an easy handle borrowed from a pool of
- * connections= handles (waiting when all are busy).  The plugin starts
- * no threads, so nbdkit's fork after .get_ready is safe, and the
- * connection the probe opened is inherited and reused.
+ * connections= handles (waiting when all are busy; reads that wait
+ * together are batched, pool.c).  The plugin starts no threads before
+ * nbdkit forks, so the fork after .get_ready is safe, and the
+ * connection the probe opened is inherited and reused.  For a server
+ * far away, .after_fork starts threads that open the pool's other
+ * connections (pool_warm); they are joined at unload.
  *
  * Multi-conn.  A client may open several NBD connections only when every
  * connection sees every other's writes at once and a flush on one
@@ -150,8 +153,8 @@ curl_can_multi_conn (void *handle)
   return h->readonly;
 }
 
-/* Every NBD read is one HTTP request, so fewer, larger requests cost
- * less per byte.  nbdcopy sizes its requests by the preferred block size
+/* Each HTTP request has a cost of its own, so fewer, larger requests
+ * cost less per byte.  nbdcopy sizes its requests by the preferred block size
  * (256 KiB when none is given) and keeps up to 16 MiB in flight per NBD
  * connection, all of it buffered in nbdkit.  Measured on a 1 GiB copy
  * (bench/run, interleaved medians): 2 MiB took -r from about 1.05 s to
