@@ -69,3 +69,11 @@ elapsed ()
 {
   awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", b - a }'
 }
+
+# plugin_connections SO: the connections= default that the plugin's
+# --help names (empty if it names none).
+plugin_connections ()
+{
+  nbdkit "$1" --help 2>/dev/null |
+    sed -n 's/^connections=.*(default \([0-9]*\)).*/\1/p' | head -1
+}

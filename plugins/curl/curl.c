@@ -21,7 +21,7 @@
  * nbdkit forks, so the fork after .get_ready is safe, and the
  * connection the probe opened is inherited and reused.  For a server
  * far away, .after_fork starts threads that open the pool's other
- * connections (pool_warm); they are joined at unload.
+ * connections (pool_start); they are joined at unload.
  *
  * Multi-conn.  A client may open several NBD connections only when every
  * connection sees every other's writes at once and a flush on one
@@ -82,7 +82,7 @@ curl_get_ready (void)
 static int
 curl_after_fork (void)
 {
-  pool_warm ();
+  pool_start ();
   return 0;
 }
 

@@ -167,7 +167,7 @@ struct span {
 
 struct conn;
 extern int pool_init (void);
-extern void pool_warm (void);
+extern void pool_start (void);
 extern void pool_unload (void);
 extern struct conn *pool_get (void);
 extern void pool_put (struct conn *c);
@@ -235,7 +235,7 @@ extern bool engine_stopping (void);
 extern int engine_head (struct object_info *info);
 extern int engine_get_byte (struct object_info *info, uint64_t offset);
 extern int64_t engine_answer_wait_ns (struct conn *c);
-extern int64_t engine_far (void);
+extern int64_t engine_round_trip (void);
 extern void engine_warm (struct conn *c);
 extern int engine_get_spans (struct conn *c, struct span *spans,
                              unsigned nspans);

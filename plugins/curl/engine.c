@@ -86,14 +86,6 @@ static bool serving;
  */
 static int64_t probe_wait_ns = -1;
 
-/* A server whose answers take at least this long (about a round trip,
- * in nanoseconds) is worth opening connections to before the client asks
- * (engine_far).  On loopback and a LAN answers take well under a
- * millisecond, and a test server on a loaded machine a few; users'
- * remote images are 10-150 ms away.
- */
-#define FAR_WAIT_NS (10 * 1000000)
-
 /* Object pinning: every GET carries the validator found at start-up
  * (If-Match with a strong ETag, else If-Unmodified-Since), and every
  * answer's validator is compared with it, so that bytes of two versions
@@ -1351,13 +1343,14 @@ note_wait (struct conn *c)
     probe_wait_ns = wait;
 }
 
-/* Is the server far enough away that opening connections before they
- * are needed pays (pool_warm)?  The probe's quickest answer, or 0.
+/* About one round trip to the server, in nanoseconds: the quickest
+ * answer the probe got, when it was idle (answers during a copy also
+ * wait for the server and this machine's CPU).  0 if unknown.
  */
 int64_t
-engine_far (void)
+engine_round_trip (void)
 {
-  return !cfg.is_file && probe_wait_ns >= FAR_WAIT_NS ? probe_wait_ns : 0;
+  return cfg.is_file || probe_wait_ns < 0 ? 0 : probe_wait_ns;
 }
 
 /* Run one request on a handle borrowed from the pool. */
@@ -1473,7 +1466,7 @@ engine_get_byte (struct object_info *info, uint64_t offset)
 }
 
 /* Open c's connection ahead of need, with a one-byte GET checked like
- * any read (pool_warm).  Errors are reported and otherwise ignored: the
+ * any read (pool_start).  Errors are reported and otherwise ignored: the
  * reads that follow meet them again.
  */
 void
