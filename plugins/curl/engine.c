@@ -137,6 +137,7 @@ struct xfer {
   bool ignore_cut;              /* ... and it was cut off */
   struct timespec stop_checked; /* see progress_cb */
   bool stopped;                 /* nbdkit is shutting down */
+  bool quiet;                   /* failure is a debug message only */
 
   uint64_t done;                /* body bytes received or sent */
   struct multipart mp;          /* GET of several spans: the body parser */
@@ -1319,7 +1320,8 @@ perform_on (struct conn *c, struct xfer *x)
     }
     else if (nbdkit_nanosleep (delay / 1000,
                                (delay % 1000) * 1000000) == -1) {
-      nbdkit_error ("%s: %s%s: %s (not retried: nbdkit is shutting down "
+      (x->quiet ? nbdkit_debug : nbdkit_error)
+        ("%s: %s%s: %s (not retried: nbdkit is shutting down "
                     "or the client disconnected)", x->what, cfg.shown_url,
                     where, x->why);
       errno = ESHUTDOWN;
@@ -1327,8 +1329,9 @@ perform_on (struct conn *c, struct xfer *x)
     }
   }
   if (!x->reported)
-    nbdkit_error ("%s: %s%s: %s%s", x->what, cfg.shown_url, where, x->why,
-                  x->transient ? " (retries exhausted)" : "");
+    (x->quiet ? nbdkit_debug : nbdkit_error)
+      ("%s: %s%s: %s%s", x->what, cfg.shown_url, where, x->why,
+       x->transient ? " (retries exhausted)" : "");
   errno = EIO;
   return -1;
 }
@@ -1466,8 +1469,9 @@ engine_get_byte (struct object_info *info, uint64_t offset)
 }
 
 /* Open c's connection ahead of need, with a one-byte GET checked like
- * any read (pool_start).  Errors are reported and otherwise ignored: the
- * reads that follow meet them again.
+ * any read (pool_start).  A failure is a debug message only (nbdkit
+ * stopping during the warm-up is no error) and otherwise ignored: the
+ * reads that follow meet it again and report it.
  */
 void
 engine_warm (struct conn *c)
@@ -1476,9 +1480,13 @@ engine_warm (struct conn *c)
   struct read_req req = { .offset = 0, .count = 1, .buf = &byte };
   struct read_req *reqs[1] = { &req };
   struct span span = { .first = 0, .last = 0, .reqs = reqs, .nreqs = 1 };
+  struct xfer x = {
+    .method = GET, .what = "warm-up GET", .spans = &span, .nspans = 1,
+    .offset = 0, .count = 1, .expect_total = object.size, .quiet = true,
+  };
 
   if (object.size > 0)
-    engine_get_spans (c, &span, 1);
+    perform_on (c, &x);
 }
 
 /* How long the last answer on c took to start arriving once its
