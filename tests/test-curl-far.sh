@@ -7,9 +7,9 @@
 #  (a) HTTP, default settings: nbdkit says it opens 15 more connections,
 #      nginx then sees exactly 16, each new one with a one-byte GET of
 #      byte 0; after a copy (byte-exact) and random reads (64 in flight,
-#      checked) still exactly 16.  A copy that starts at once (--run),
-#      while the connections are still opening, is byte-exact and makes
-#      16 connections too.
+#      checked) still exactly 16.  A copy that starts as soon as nbdkit
+#      listens, while the connections are still opening, is byte-exact
+#      and makes 16 connections too.
 #  (b) connections=3: "opening 2 more", exactly 3 connections, also
 #      after random reads.
 #  (c) HTTPS (cainfo=): 16 connections warmed, byte-exact copy, still 16.
@@ -104,15 +104,25 @@ random_reads "$uri" "$tmp/www/disk.img" 2000
 expect_conns 16 "(a) http, after random reads"
 stop_nbdkit far
 
-# (a) The copy starts as soon as nbdkit serves, while the connections
+# (a) The copy starts as soon as nbdkit listens, while the connections
 # are still opening: its reads wait for them rather than open their own.
+# (start_nbdkit looks every 0.1 s, which can be after the warm-up.)
 mark
-OUT=$tmp/out.img timeout -k 5 "$client_timeout" \
-  "${NBDKIT[@]}" -f -r -v -U - "$PLUGIN" "$http_far" \
-  --run 'nbdcopy "$uri" "$OUT"' 2>"$tmp/run.err" ||
-  fail "(a) nbdkit --run nbdcopy failed"
-grep -q ': opening 15 more connections' "$tmp/run.err" ||
-  problem "(a) --run: no warm-up"
+sock=$tmp/early.sock
+( exec "${NBDKIT[@]}" -f --exit-with-parent -r -v -U "$sock" "$PLUGIN" \
+       "$http_far" ) 2>"$tmp/early.err" &
+early_pid=$!
+_pids+=("$early_pid")
+for ((n = 0; n < 2000; n++)); do
+  [ ! -S "$sock" ] || break
+  _alive "$early_pid" || fail "(a) nbdkit exited at start-up"
+  sleep 0.005
+done
+timeout "$client_timeout" nbdcopy "nbd+unix:///?socket=$sock" "$tmp/out.img"
+stop_pid "$early_pid"
+[ "$_status" -eq 0 ] || problem "(a) nbdkit exited with status $_status"
+grep -q ': opening 15 more connections' "$tmp/early.err" ||
+  problem "(a) a copy at once: no warm-up"
 assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
 rm -f "$tmp/out.img"
 expect_conns 16 "(a) http, a copy during the warm-up"
