@@ -118,7 +118,8 @@ for ((n = 0; n < 2000; n++)); do
   _alive "$early_pid" || fail "(a) nbdkit exited at start-up"
   sleep 0.005
 done
-timeout "$client_timeout" nbdcopy "nbd+unix:///?socket=$sock" "$tmp/out.img"
+timeout "$client_timeout" nbdcopy "nbd+unix:///?socket=$sock" "$tmp/out.img" ||
+  fail "(a) a copy during the warm-up failed or hung (status $?)"
 stop_pid "$early_pid"
 [ "$_status" -eq 0 ] || problem "(a) nbdkit exited with status $_status"
 grep -q ': opening 15 more connections' "$tmp/early.err" ||
