@@ -34,6 +34,7 @@ file_lock = threading.Lock()
 log_lock = threading.Lock()
 count_lock = threading.Lock()
 gets = 0                        # ranged GETs of more than one byte so far
+requests = 0                    # requests so far (stall-after-probe)
 args = None
 log_file = None
 
@@ -694,6 +695,31 @@ class Silent(Handler):
             super().serve_range(data, start, end)
 
 
+class StallAfterProbe(Handler):
+    """The size probe (the HEAD, then the first GET) is answered; every
+    request after them hangs (a minute, then the connection closes): a
+    server that stops answering just after nbdkit's start-up."""
+
+    def stall_or(self, serve):
+        global requests
+        with count_lock:
+            requests += 1
+            n = requests
+        if n <= 2:
+            serve()
+            return
+        log("stalled: %s range=%s" % (self.command,
+                                      self.headers.get("Range") or "-"))
+        time.sleep(60)
+        self.close_connection = True
+
+    def do_HEAD(self):
+        self.stall_or(super().do_HEAD)
+
+    def do_GET(self):
+        self.stall_or(super().do_GET)
+
+
 class MultipartEndless(Handler):
     """A correct multipart answer, without a length, that then goes on
     for ever (until the client hangs up, or 30 s): an endless epilogue
@@ -1163,6 +1189,7 @@ MODES = {
     "503-long": Unavailable503Long,
     "head-503-once": Head503Once,
     "silent": Silent,
+    "stall-after-probe": StallAfterProbe,
     "multipart-endless-epilogue": MultipartEndless,
     "multipart-endless-headers": type("MultipartEndlessHeaders",
                                       (MultipartEndless,),

@@ -626,6 +626,26 @@ start_stream_server ()
 }
 
 # ----------------------------------------------------------------------
+# linkem (bench/linkem.c, built by make check): a wide-area link between
+# the plugin and a loopback server, RTT_MS long (half each way, and one
+# round trip more before a connection's first bytes), on $linkem_port,
+# its PID in $linkem_pid; one line per closed connection goes to
+# $tmp/linkem.log.  Several may run at once.
+#   start_linkem TARGET_PORT RTT_MS [MORE LINKEM ARGS]
+start_linkem ()
+{
+  local linkem=$abs_top_builddir/tests/linkem target=$1 rtt=$2
+  shift 2
+  [ -x "$linkem" ] || fail "linkem not built: $linkem"
+  rm -f "$tmp/linkem.port"
+  "$linkem" -v --rtt "$rtt" --port-file "$tmp/linkem.port" "$@" \
+            0 127.0.0.1 "$target" </dev/null >>"$tmp/linkem.log" 2>&1 &
+  linkem_pid=$!
+  await_port_file "$linkem_pid" "$tmp/linkem.port" "$tmp/linkem.log" linkem
+  linkem_port=$(cat "$tmp/linkem.port")
+}
+
+# ----------------------------------------------------------------------
 # lighttpd mod_webdav with partial PUT enabled, on $lighttpd_port, files
 # in $tmp/lwww (the served file must be chmod a+rw by the caller), access
 # log $tmp/lighttpd-access.log in the same format as Apache's above:

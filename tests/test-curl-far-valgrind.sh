@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# test-curl-far-valgrind.sh: the start-up warm-up of a far server's
+# connections (bench/linkem, 30 ms, between the plugin and the server)
+# under valgrind: no memory errors and no definite leaks in nbdkit
+#  (a) when a copy starts while the connections are still opening (and
+#      the copy is byte-exact), and
+#  (b) when nbdkit is stopped (SIGTERM) while every warm-up request waits
+#      for a server that answered the probe and then nothing: the warm-up
+#      threads end and are joined, and nbdkit exits 0 within 10 s.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")}/functions.sh"
+requires_plugin
+requires valgrind
+requires nbdcopy
+# valgrind and ASan cannot share a process.
+[ -z "$ASAN_RUNTIME" ] || skip "built with sanitizers"
+
+size=$((4 * 1024 * 1024 + 123))
+start_nginx
+make_random_file "$tmp/www/disk.img" "$size"
+start_linkem "$port" 30
+
+# vg NAME: the command line of nbdkit under valgrind in "${vg[@]}", its
+# log in $tmp/valgrind-NAME.log.  NBDKIT_VALGRIND=1 keeps the plugin
+# loaded at exit so its stack frames resolve.
+vg ()
+{
+  vg=(env NBDKIT_VALGRIND=1
+      valgrind --leak-check=full --errors-for-leak-kinds=definite
+               --error-exitcode=99 --log-file="$tmp/valgrind-$1.log"
+               nbdkit -f -r -v)
+}
+
+# valgrind_clean NAME STATUS
+valgrind_clean ()
+{
+  [ "$2" -ne 99 ] || fail "($1) valgrind found errors (valgrind-$1.log)"
+  [ "$2" -eq 0 ] || fail "($1) nbdkit under valgrind exited with status $2"
+  grep -q 'ERROR SUMMARY: 0 errors' "$tmp/valgrind-$1.log" ||
+    fail "($1) valgrind reports errors (valgrind-$1.log)"
+}
+
+# (a)
+st=0
+vg a
+OUT=$tmp/out.img timeout -k 5 120 \
+  "${vg[@]}" -U - "$PLUGIN" "http://127.0.0.1:$linkem_port/disk.img" \
+  --run 'nbdcopy "$uri" "$OUT"' >"$tmp/a.out" 2>"$tmp/a.err" || st=$?
+valgrind_clean a "$st"
+grep -q ': opening 15 more connections' "$tmp/a.err" ||
+  fail "(a) no warm-up in nbdkit's debug output"
+assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+
+# (b)
+start_fault_server stall-after-probe "$tmp/www/disk.img"
+start_linkem "$fault_port" 30
+vg b
+"${vg[@]}" -U "$tmp/b.sock" "$PLUGIN" \
+  "http://127.0.0.1:$linkem_port/disk.img" timeout=60 \
+  </dev/null >"$tmp/b.out" 2>"$tmp/b.err" &
+pid=$!
+_pids+=("$pid")
+for ((n = 0; n < 300; n++)); do
+  [ "$(grep -c '^stalled: GET range=bytes=0-0' "$tmp/fault.log")" -lt 15 ] ||
+    break
+  _alive "$pid" || break
+  sleep 0.1
+done
+grep -q ': opening 15 more connections' "$tmp/b.err" ||
+  fail "(b) no warm-up in nbdkit's debug output"
+stalled=$(grep -c '^stalled: GET range=bytes=0-0' "$tmp/fault.log" || :)
+[ "$stalled" -eq 15 ] || fail "(b) $stalled warm-up GETs waiting, not 15"
+kill -TERM "$pid"
+for ((n = 0; n < 100; n++)); do
+  _alive "$pid" || break
+  sleep 0.1
+done
+! _alive "$pid" ||
+  fail "(b) nbdkit under valgrind still running 10 s after SIGTERM"
+st=0
+wait "$pid" || st=$?
+_forget_pid "$pid"
+valgrind_clean b "$st"
