@@ -89,7 +89,8 @@ def main():
     lines.append("")
     lines.append("Ratios: the contender's median over the column's median "
                  "(>1 = faster).  /curl is the")
-    lines.append("line-rate reference (one GET; the link is %.1f MiB/s). "
+    lines.append("line-rate reference (a GET on an open connection; the "
+                 "link is %.1f MiB/s). "
                  "/ceil: nbdkit's in-flight ceiling," % line_mibs)
     lines.append("NBD connections x min(threads per connection, queue "
                  "depth) / RTT: 16x1/RTT for rand1,")
