@@ -247,6 +247,47 @@ wait_http ()
   return 1
 }
 
+# wait_log FILE PATTERN: until FILE has a line matching PATTERN (10 s).
+wait_log ()
+{
+  local n
+  for ((n = 0; n < 100; n++)); do
+    grep -q -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "no '$2' in $(basename "$1")"
+}
+
+# requires_valgrind: valgrind, and a build without sanitizers (valgrind
+# and ASan cannot share a process).
+requires_valgrind ()
+{
+  requires valgrind
+  [ -z "$ASAN_RUNTIME" ] || skip "built with sanitizers"
+}
+
+# nbdkit_valgrind NAME: in "${vg[@]}" the start of a command line that
+# runs nbdkit -f -r -v under valgrind (errors exit 99, definite leaks are
+# errors), its log in $tmp/valgrind-NAME.log.  NBDKIT_VALGRIND=1 keeps
+# the plugin loaded at exit so its stack frames resolve.
+nbdkit_valgrind ()
+{
+  vg=(env NBDKIT_VALGRIND=1
+      valgrind --leak-check=full --errors-for-leak-kinds=definite
+               --error-exitcode=99 --log-file="$tmp/valgrind-$1.log"
+               nbdkit -f -r -v)
+}
+
+# valgrind_clean NAME STATUS: nbdkit_valgrind NAME's run exited with
+# STATUS 0 and its log has no errors.
+valgrind_clean ()
+{
+  [ "$2" -ne 99 ] || fail "($1) valgrind found errors (valgrind-$1.log)"
+  [ "$2" -eq 0 ] || fail "($1) nbdkit under valgrind exited with status $2"
+  grep -q 'ERROR SUMMARY: 0 errors' "$tmp/valgrind-$1.log" ||
+    fail "($1) valgrind reports errors (valgrind-$1.log)"
+}
+
 # make_cert: a self-signed certificate for localhost and 127.0.0.1 in
 # $tmp/cert.pem (key in $tmp/key.pem).
 make_cert ()

@@ -12,39 +12,17 @@
 set -e
 source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
-requires valgrind
+requires_valgrind
 requires nbdcopy
-# valgrind and ASan cannot share a process.
-[ -z "$ASAN_RUNTIME" ] || skip "built with sanitizers"
 
 size=$((4 * 1024 * 1024 + 123))
 start_nginx
 make_random_file "$tmp/www/disk.img" "$size"
 start_linkem "$port" 30
 
-# vg NAME: the command line of nbdkit under valgrind in "${vg[@]}", its
-# log in $tmp/valgrind-NAME.log.  NBDKIT_VALGRIND=1 keeps the plugin
-# loaded at exit so its stack frames resolve.
-vg ()
-{
-  vg=(env NBDKIT_VALGRIND=1
-      valgrind --leak-check=full --errors-for-leak-kinds=definite
-               --error-exitcode=99 --log-file="$tmp/valgrind-$1.log"
-               nbdkit -f -r -v)
-}
-
-# valgrind_clean NAME STATUS
-valgrind_clean ()
-{
-  [ "$2" -ne 99 ] || fail "($1) valgrind found errors (valgrind-$1.log)"
-  [ "$2" -eq 0 ] || fail "($1) nbdkit under valgrind exited with status $2"
-  grep -q 'ERROR SUMMARY: 0 errors' "$tmp/valgrind-$1.log" ||
-    fail "($1) valgrind reports errors (valgrind-$1.log)"
-}
-
 # (a)
 st=0
-vg a
+nbdkit_valgrind a
 OUT=$tmp/out.img timeout -k 5 120 \
   "${vg[@]}" -U - "$PLUGIN" "http://127.0.0.1:$linkem_port/disk.img" \
   --run 'nbdcopy "$uri" "$OUT"' >"$tmp/a.out" 2>"$tmp/a.err" || st=$?
@@ -56,7 +34,7 @@ assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
 # (b)
 start_fault_server stall-after-probe "$tmp/www/disk.img"
 start_linkem "$fault_port" 30
-vg b
+nbdkit_valgrind b
 "${vg[@]}" -U "$tmp/b.sock" "$PLUGIN" \
   "http://127.0.0.1:$linkem_port/disk.img" timeout=60 \
   </dev/null >"$tmp/b.out" 2>"$tmp/b.err" &

@@ -41,17 +41,6 @@ http_far=http://127.0.0.1:$linkem_port/disk.img
 start_linkem "$tlsport" "$rtt"
 https_far=https://127.0.0.1:$linkem_port/disk.img
 
-# wait_log FILE PATTERN: until FILE has a line matching PATTERN (10 s).
-wait_log ()
-{
-  local n
-  for ((n = 0; n < 100; n++)); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  fail "no '$2' in $(basename "$1")"
-}
-
 # mark: from here on, conns counts.  conns: the distinct TCP connections
 # nginx logged a request on since the mark.
 mark ()

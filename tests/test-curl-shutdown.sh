@@ -13,17 +13,6 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires_nbdsh
 
-# wait_log FILE PATTERN: until FILE has a line matching PATTERN (10 s).
-wait_log ()
-{
-  local n
-  for ((n = 0; n < 100; n++)); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  fail "no '$2' in $(basename "$1")"
-}
-
 # term_quickly WHAT: one read in the background, then (once WAIT-FOR is
 # in the log, and half a second more) SIGTERM: nbdkit must be gone
 # within 5 s.
