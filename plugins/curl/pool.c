@@ -86,9 +86,18 @@ static struct {
   .cond = PTHREAD_COND_INITIALIZER,
 };
 
+/* Each read's condition variable waits on CLOCK_MONOTONIC (for
+ * gather_locked's deadlines): the attribute is made once, not per read.
+ */
+static pthread_condattr_t read_cond_attr;
+static bool read_cond_attr_made;
+
 int
 pool_init (void)
 {
+  pthread_condattr_init (&read_cond_attr);
+  pthread_condattr_setclock (&read_cond_attr, CLOCK_MONOTONIC);
+  read_cond_attr_made = true;
   pool.free = calloc (cfg.connections, sizeof pool.free[0]);
   if (pool.free == NULL) {
     nbdkit_error ("calloc: %m");
@@ -119,6 +128,9 @@ pool_unload (void)
     engine_conn_free (pool.free[i]);
   free (pool.free);
   pool.free = NULL;
+  if (read_cond_attr_made)
+    pthread_condattr_destroy (&read_cond_attr);
+  read_cond_attr_made = false;
   pool.nr_free = pool.nr_made = 0;
 }
 
@@ -545,15 +557,11 @@ pool_pread (void *buf, uint32_t count, uint64_t offset)
     .queued_ns = now_ns (),
   };
   struct read_req *batch[MAX_BATCH];
-  pthread_condattr_t attr;
   struct conn *c;
   int64_t until;
   unsigned n;
 
-  pthread_condattr_init (&attr);
-  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
-  pthread_cond_init (&me.cond, &attr);
-  pthread_condattr_destroy (&attr);
+  pthread_cond_init (&me.cond, &read_cond_attr);
   pthread_mutex_lock (&pool.lock);
   if (pool.tail)
     pool.tail->next = &me;
