@@ -14,7 +14,8 @@
 #  - A server that answers at once and closes the connection without
 #    reading the upload (`yes | curlpipe URL`): the whole answer is
 #    written and the exit status is 0, as with `curl -T -`, not 55
-#    (send failure) because the rest of the upload could not be sent.
+#    (send failure) because the rest of the upload could not be sent;
+#    and the answer is read before the reset can discard the connection.
 # The answers come byte for byte from tests/raw-server.py.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
@@ -98,17 +99,22 @@ done
 
 # 5. Busy standard input; the server answers "hello" (Content-Length: 5)
 # and closes without reading the upload, so the kernel resets the
-# connection.  Ten times.  Losing the answer altogether (the reset
-# arriving before curlpipe read it) is a known race that curl has too:
-# tolerated with a non-zero exit, noted, as long as most runs get it.
-runs=10 lost=0 ok=0
+# connection.  The answer must come before the reset is noticed: before
+# curlpipe held back the standard input it had read while the answer
+# came, 1 run in 5 lost the answer on an idle machine and 6 in 10 on a
+# loaded one.  curl -T -, which reads standard input in small pieces, did
+# not lose it in 250 runs.  A loss is loud (a non-zero exit status, never
+# exit 0 without the answer); up to $allowed of $runs are tolerated for
+# the window that remains between libcurl's last look at the socket and
+# its send (seen once in 200 runs on a loaded machine).
+runs=30 allowed=2 lost=0
 for ((i = 1; i <= runs; i++)); do
   st=0
   yes | timeout "$hang_limit" "$CURLPIPE" -s "$base/hello-close" \
           >"$tmp/out" 2>"$tmp/err" || st=$?
   out=$(cat "$tmp/out")
   if [ "$st" -eq 0 ] && [ "$out" = hello ]; then
-    ok=$((ok + 1))
+    :
   elif [ -z "$out" ] && [ "$st" -ne 0 ] && [ "$st" -ne 124 ]; then
     lost=$((lost + 1))
     echo "$(basename "$0"): busy stdin, run $i: the answer was lost" \
@@ -119,16 +125,9 @@ for ((i = 1; i <= runs; i++)); do
             "stderr: $(cat "$tmp/err")"
   fi
 done
-# Never a silent loss (that would be exit 0 without the answer, a
-# problem above), and most runs must get the answer: the loss is the
-# kernel's (a reset discards what was not read yet), more frequent on a
-# loaded machine or under a sanitizer.
-if [ "$ok" -lt $((runs / 2)) ]; then
-  problem "busy stdin, an answer and a close: only $ok of $runs runs" \
-          "gave the answer ($lost lost to the reset)"
-elif [ "$lost" -gt 0 ]; then
-  echo "$(basename "$0"): note: busy stdin: the answer was lost in $lost" \
-       "of $runs runs (a known race: the reset came first)" >&2
+if [ "$lost" -gt "$allowed" ]; then
+  problem "busy stdin, an answer and a close: the answer was lost in" \
+          "$lost of $runs runs (at most $allowed allowed)"
 fi
 
 check_problems
