@@ -2,12 +2,14 @@
 # test-debian-package.sh: the Debian package (debian/) builds with
 # dpkg-buildpackage -us -uc -b from a clean copy of the tree, lintian
 # finds no error in it, and installed it makes "nbdkit curl" this plugin:
-#  - Debian's curl plugin and its man page are diverted (to .distrib) and
-#    nbdkit's files still verify (dpkg -V nbdkit);
+#  - Debian's curl plugin and its man page are diverted (kept aside, and
+#    man-db does not complain) and nbdkit's files still verify
+#    (dpkg -V nbdkit);
 #  - nbdkit curl --dump-plugin names this project's version;
 #  - nbdkit -r curl URL, by name, copies an image byte-exactly;
 #  - curlpipe is in /usr/bin, both man pages are installed;
-#  - installing it again keeps all of that;
+#  - installing it again, and reinstalling nbdkit (from apt's cache of
+#    its .deb, when there is one), keep all of that;
 # and removed (then purged), Debian's plugin and man page are back, the
 # same bytes as before, with no diversion and no file of the package left.
 #
@@ -31,6 +33,9 @@ plugindir=$(pkg-config --variable=plugindir nbdkit)
 [ -n "$plugindir" ] || fail "pkg-config names no plugindir for nbdkit"
 so=$plugindir/nbdkit-curl-plugin.so
 man=/usr/share/man/man1/nbdkit-curl-plugin.1.gz
+# Where the package moves Debian's files.
+so_aside=$so.distrib
+man_aside=/usr/share/man/man1/nbdkit-curl-plugin.distrib.1.gz
 if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q installed; then
   skip "$pkg is installed already: this test would replace it"
 fi
@@ -114,13 +119,16 @@ check_installed ()
   [ "$got" = "$version" ] ||
     problem "$when: nbdkit curl --dump-plugin says version=$got," \
             "not $version"
-  [ "$(dpkg-divert --truename "$so")" = "$so.distrib" ] ||
-    problem "$when: $so is not diverted to $so.distrib"
-  [ "$(dpkg-divert --truename "$man")" = "$man.distrib" ] ||
-    problem "$when: $man is not diverted to $man.distrib"
-  sed "s|  $so\$|  $so.distrib|; s|  $man\$|  $man.distrib|" \
+  [ "$(dpkg-divert --truename "$so")" = "$so_aside" ] ||
+    problem "$when: $so is not diverted to $so_aside"
+  [ "$(dpkg-divert --truename "$man")" = "$man_aside" ] ||
+    problem "$when: $man is not diverted to $man_aside"
+  sed "s|  $so\$|  $so_aside|; s|  $man\$|  $man_aside|" \
     "$tmp/debian.sha256" | sha256sum --quiet -c - >/dev/null 2>&1 ||
-    problem "$when: Debian's plugin and man page are not kept as .distrib"
+    problem "$when: Debian's plugin and man page are not kept aside"
+  man -w nbdkit-curl-plugin >"$tmp/man.log" 2>&1 &&
+    [ "$(cat "$tmp/man.log")" = "$man" ] ||
+    problem "$when: man -w nbdkit-curl-plugin: $(cat "$tmp/man.log")"
   dpkg -V nbdkit >"$tmp/verify.log" 2>&1 && [ ! -s "$tmp/verify.log" ] ||
     problem "$when: dpkg -V nbdkit: $(cat "$tmp/verify.log")"
   zcat "$man" | grep -q 'REMOTE SERVERS' ||
@@ -148,6 +156,20 @@ dpkg -i "$deb" >"$tmp/install.log" 2>&1 ||
   fail "installing again failed: $(cat "$tmp/install.log")"
 check_installed "installed again"
 
+# What the diversion is for: nbdkit reinstalled (or upgraded) puts its
+# curl plugin aside, not over this one.  Done with apt's copy of the
+# installed nbdkit's .deb, when apt kept one (the test reaches no network).
+nbdkit_version=$(dpkg-query -W -f='${Version}' nbdkit)
+nbdkit_deb=/var/cache/apt/archives/nbdkit_${nbdkit_version//:/%3a}_$arch.deb
+if [ -f "$nbdkit_deb" ]; then
+  dpkg -i "$nbdkit_deb" >"$tmp/install.log" 2>&1 ||
+    fail "reinstalling nbdkit failed: $(cat "$tmp/install.log")"
+  check_installed "nbdkit reinstalled"
+else
+  echo "$(basename "$0"): note: no $nbdkit_deb in apt's cache:" \
+       "nbdkit was not reinstalled over the package" >&2
+fi
+
 # Removed, Debian's files are back; purged, nothing of ours is left.
 dpkg --remove "$pkg" >"$tmp/remove.log" 2>&1 ||
   fail "dpkg --remove failed: $(cat "$tmp/remove.log")"
@@ -162,7 +184,9 @@ dpkg --purge "$pkg" >"$tmp/remove.log" 2>&1 ||
 for f in "$so" "$man"; do
   [ "$(dpkg-divert --truename "$f")" = "$f" ] ||
     problem "purged: $f is still diverted"
-  [ ! -e "$f.distrib" ] || problem "purged: $f.distrib is left"
+done
+for f in "$so_aside" "$man_aside"; do
+  [ ! -e "$f" ] || problem "purged: $f is left"
 done
 while read -r f; do
   [ -e "$f" ] || continue
