@@ -211,8 +211,11 @@ make_nonblocking (int fd)
 
   if (fstat (fd, &st) == -1)
     return;
-  if (S_ISFIFO (st.st_mode))
+  if (S_ISFIFO (st.st_mode)) {
+#if HAVE_DECL_F_SETPIPE_SZ
     fcntl (fd, F_SETPIPE_SZ, PIPE_SIZE);
+#endif
+  }
   else if (!S_ISSOCK (st.st_mode))
     return;
   flags = fcntl (fd, F_GETFL);

@@ -126,7 +126,11 @@ curl_can_write (void *handle)
 }
 
 /* --dump-plugin: what this libcurl can do, for bug reports and for
- * choosing http-version= and the TLS options.
+ * choosing http-version= and the TLS options.  The keys nbdkit's own
+ * curl plugin prints mean the same here (curl_version is the libcurl the
+ * plugin was built against, curl_dynamic_version the one it runs with,
+ * curl_protocol_NAME=yes for each protocol), so scripts written for it
+ * work; curl_features and curl_protocols list the same in one line.
  */
 static void
 curl_dump_plugin (void)
@@ -134,7 +138,8 @@ curl_dump_plugin (void)
   curl_version_info_data *v = curl_version_info (CURLVERSION_NOW);
   const char *const *p;
 
-  printf ("curl_version=%s\n", v->version);
+  printf ("curl_version=%s\n", LIBCURL_VERSION);
+  printf ("curl_dynamic_version=%s\n", v->version);
   printf ("curl_ssl_version=%s\n", v->ssl_version ? v->ssl_version : "");
   printf ("curl_features=");
   for (p = v->feature_names; p && *p; p++)
@@ -143,6 +148,8 @@ curl_dump_plugin (void)
   for (p = v->protocols; p && *p; p++)
     printf ("%s%s", p == v->protocols ? "" : ",", *p);
   printf ("\n");
+  for (p = v->protocols; p && *p; p++)
+    printf ("curl_protocol_%s=yes\n", *p);
 }
 
 static int

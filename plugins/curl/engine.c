@@ -515,10 +515,14 @@ headers_end (struct xfer *x)
 static void
 ack_now (struct xfer *x)
 {
+#if HAVE_DECL_TCP_QUICKACK
   int one = 1;
 
   if (x->conn->sock != CURL_SOCKET_BAD)
     setsockopt (x->conn->sock, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+#else
+  (void) x;             /* no such option here: the ACK comes when it comes */
+#endif
 }
 
 /* A Location header's value, kept whole for follow; one too long for

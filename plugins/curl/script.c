@@ -143,6 +143,237 @@ wait_exit (void *arg)
   return NULL;
 }
 
+/* A pipe whose ends are closed on exec, so that no other script (or
+ * anything nbdkit runs) inherits them.  Without pipe2, a spawn in
+ * another thread between pipe and fcntl could; close_others still
+ * closes them in the script.
+ */
+static int
+cloexec_pipe (int fds[2])
+{
+#ifdef HAVE_PIPE2
+  return pipe2 (fds, O_CLOEXEC);
+#else
+  if (pipe (fds) == -1)
+    return -1;
+  fcntl (fds[0], F_SETFD, FD_CLOEXEC);
+  fcntl (fds[1], F_SETFD, FD_CLOEXEC);
+  return 0;
+#endif
+}
+
+/* The script gets standard input, output and error only: not nbdkit's
+ * sockets, libcurl's connections or another script's pipes.  Where the
+ * spawn cannot close the rest itself, every descriptor above standard
+ * error open now is marked close-on-exec (one opened by another thread
+ * after this look may still reach the script).
+ */
+static void
+close_others (posix_spawn_file_actions_t *fa)
+{
+#ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
+  posix_spawn_file_actions_addclosefrom_np (fa, STDERR_FILENO + 1);
+#else
+  long max = sysconf (_SC_OPEN_MAX);
+  int fd;
+
+  if (max < 0 || max > 65536)
+    max = 65536;
+  for (fd = STDERR_FILENO + 1; fd < max; fd++)
+    fcntl (fd, F_SETFD, FD_CLOEXEC);
+#endif
+}
+
+/* The script's environment: nbdkit's, with $url and $iteration
+ * replaced.  NULL when out of memory; free *envp, *url_env, *iter_env.
+ */
+static char **
+script_env (unsigned iteration, char **url_env, char **iter_env)
+{
+  char **envp;
+  size_t n, len;
+
+  for (n = 0; environ[n] != NULL; n++)
+    ;
+  envp = calloc (n + 3, sizeof envp[0]);
+  if (envp == NULL ||
+      asprintf (url_env, "url=%s", cfg.url) == -1 ||
+      asprintf (iter_env, "iteration=%u", iteration) == -1)
+    return envp;
+  for (n = 0, len = 0; environ[n] != NULL; n++)
+    if (strncmp (environ[n], "url=", 4) != 0 &&
+        strncmp (environ[n], "iteration=", 10) != 0)
+      envp[len++] = environ[n];
+  envp[len++] = *url_env;
+  envp[len++] = *iter_env;
+  envp[len] = NULL;
+  return envp;
+}
+
+/* Start "sh -c SCRIPT" with its standard output on out_fd, standard
+ * input /dev/null, no other descriptor, no blocked or ignored signal,
+ * and a process group of its own, so that it can be killed with
+ * everything it started.  posix_spawn's error number, 0 on success.
+ */
+static int
+spawn_script (struct script *s, char **envp, int out_fd, pid_t *pid)
+{
+  char *argv[] = { (char *) "sh", (char *) "-c", (char *) *s->script, NULL };
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  sigset_t none, all;
+  int err;
+
+  posix_spawn_file_actions_init (&fa);
+  posix_spawn_file_actions_adddup2 (&fa, out_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_addopen (&fa, STDIN_FILENO, "/dev/null",
+                                    O_RDONLY, 0);
+  close_others (&fa);
+  sigemptyset (&none);
+  sigfillset (&all);
+  posix_spawnattr_init (&attr);
+  posix_spawnattr_setsigmask (&attr, &none);
+  posix_spawnattr_setsigdefault (&attr, &all);
+  posix_spawnattr_setpgroup (&attr, 0);
+  posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK |
+                            POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  err = posix_spawn (pid, "/bin/sh", &fa, &attr, argv, envp);
+  posix_spawnattr_destroy (&attr);
+  posix_spawn_file_actions_destroy (&fa);
+  return err;
+}
+
+/* How a run of a script went. */
+struct outcome {
+  char *buf;                    /* its output (NULL: out of memory) */
+  size_t len;
+  bool timed_out, stopped, exited;
+  const char *failed;           /* a call that failed, its errno in err */
+  int err;
+  siginfo_t info;               /* how it exited, once reaped */
+};
+
+/* Read all the script's output (its stderr goes to nbdkit's) within
+ * timeout= seconds of *start, then wait, within the same time, for its
+ * exit: the end of its output is not its exit, since a script may close
+ * its standard output and go on running.
+ */
+static void
+read_output (int out_fd, int exit_fd, const struct timespec *start,
+             struct outcome *o)
+{
+  ssize_t got;
+  int w;
+
+  o->buf = malloc (MAX_OUTPUT + 1);
+  while (o->buf != NULL && o->failed == NULL && o->len < MAX_OUTPUT) {
+    w = wait_readable (out_fd, start);
+    if (w == 0 || w == -2) {
+      o->timed_out = w == 0;
+      o->stopped = w == -2;
+      return;
+    }
+    if (w == -1) {
+      o->failed = "poll";
+      o->err = errno;
+      return;
+    }
+    got = read (out_fd, o->buf + o->len, MAX_OUTPUT - o->len);
+    if (got == -1 && (errno == EINTR || errno == EAGAIN))
+      continue;
+    if (got == -1) {
+      o->failed = "read";
+      o->err = errno;
+      return;
+    }
+    if (got == 0)
+      break;
+    o->len += got;
+  }
+  if (o->buf == NULL || o->failed != NULL || o->len >= MAX_OUTPUT)
+    return;
+  w = wait_readable (exit_fd, start);
+  if (w == 1)
+    o->exited = true;
+  else if (w == 0)
+    o->timed_out = true;
+  else if (w == -2)
+    o->stopped = true;
+  else {
+    o->failed = "poll";
+    o->err = errno;
+  }
+}
+
+/* Kill the script's whole group unless it exited well, and reap it.
+ * The group is killed before the script is reaped: until then its PID,
+ * the group's ID, cannot be reused, so this reaches no one else.  If it
+ * is still running the waiter (waiting: its thread runs) returns once it
+ * is dead.
+ */
+static void
+end_script (pid_t pid, bool waiting, pthread_t thread,
+            const struct exit_waiter *waiter, struct outcome *o)
+{
+  bool ok;
+  int w;
+
+  if (!o->exited)
+    kill (-pid, SIGKILL);
+  if (waiting)
+    pthread_join (thread, NULL);
+  if (o->exited && waiter->r == -1 && o->failed == NULL) {
+    o->failed = "waitid";
+    o->err = waiter->err;
+  }
+  ok = o->exited && waiter->r == 0 && waiter->info.si_code == CLD_EXITED &&
+    waiter->info.si_status == 0;
+  if (o->exited && waiter->r == 0 && !ok)
+    kill (-pid, SIGKILL);       /* what a failed script left behind */
+  /* Only after its exit or SIGKILL, so this does not block for long. */
+  do
+    w = waitid (P_PID, pid, &o->info, WEXITED);
+  while (w == -1 && errno == EINTR);
+  if (w == -1 && o->failed == NULL) {
+    o->failed = "waitid";
+    o->err = errno;
+  }
+}
+
+/* The message for a run that failed; 0 and the output in *out when it
+ * did not.
+ */
+static int
+judge_run (struct script *s, struct outcome *o, char **out)
+{
+  if (o->buf == NULL)
+    nbdkit_error ("%s: out of memory", s->what);
+  else if (o->failed)
+    nbdkit_error ("%s: %s: %s: %s", s->what, *s->script, o->failed,
+                  strerror (o->err));
+  else if (o->timed_out)
+    nbdkit_error ("%s: %s: did not finish within %u seconds (timeout=)",
+                  s->what, *s->script, cfg.timeout);
+  else if (o->stopped)
+    nbdkit_error ("%s: %s: stopped: nbdkit is shutting down or the client "
+                  "disconnected", s->what, *s->script);
+  else if (o->len >= MAX_OUTPUT)
+    nbdkit_error ("%s: more than %d bytes of output", s->what, MAX_OUTPUT);
+  else if (o->info.si_code == CLD_EXITED && o->info.si_status != 0)
+    nbdkit_error ("%s: %s: exited with status %d", s->what, *s->script,
+                  o->info.si_status);
+  else if (o->info.si_code != CLD_EXITED)
+    nbdkit_error ("%s: %s: killed by signal %d", s->what, *s->script,
+                  o->info.si_status);
+  else {
+    o->buf[o->len] = '\0';
+    *out = o->buf;
+    o->buf = NULL;
+    return 0;
+  }
+  return -1;
+}
+
 /* Run the script; its standard output in *out.  Reports errors. */
 static int
 run (struct script *s, unsigned iteration, char **out)
@@ -150,71 +381,31 @@ run (struct script *s, unsigned iteration, char **out)
   CLEANUP_FREE char *url_env = NULL;
   CLEANUP_FREE char *iter_env = NULL;
   CLEANUP_FREE char **envp = NULL;
-  char *argv[] = { (char *) "sh", (char *) "-c", (char *) *s->script, NULL };
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  sigset_t none, all;
-  char *buf = NULL;
-  size_t n = 0, len = 0;
-  int fds[2], exitfds[2], err = 0, r = -1, w;
-  bool timed_out = false, waiting = false, exited = false, ok = false;
-  bool stopped = false;
-  const char *failed = NULL;    /* a call that failed, its errno in err */
+  struct outcome o = { .failed = NULL };
   struct exit_waiter waiter = { .r = -1 };
+  bool waiting = false;
   pthread_t thread;
   struct timespec start;
-  siginfo_t info;
-  ssize_t got;
+  int fds[2], exitfds[2], err, r;
   pid_t pid;
 
-  /* The environment, made before the spawn: $url and $iteration. */
-  for (n = 0; environ[n] != NULL; n++)
-    ;
-  envp = calloc (n + 3, sizeof envp[0]);
-  if (envp == NULL ||
-      asprintf (&url_env, "url=%s", cfg.url) == -1 ||
-      asprintf (&iter_env, "iteration=%u", iteration) == -1) {
+  envp = script_env (iteration, &url_env, &iter_env);
+  if (envp == NULL || url_env == NULL || iter_env == NULL) {
     nbdkit_error ("%s: out of memory", s->what);
     return -1;
   }
-  for (n = 0, len = 0; environ[n] != NULL; n++)
-    if (strncmp (environ[n], "url=", 4) != 0 &&
-        strncmp (environ[n], "iteration=", 10) != 0)
-      envp[len++] = environ[n];
-  envp[len++] = url_env;
-  envp[len++] = iter_env;
-  envp[len] = NULL;
-
-  if (pipe2 (fds, O_CLOEXEC) == -1) {
+  if (cloexec_pipe (fds) == -1) {
     nbdkit_error ("%s: pipe: %m", s->what);
     return -1;
   }
-  if (pipe2 (exitfds, O_CLOEXEC) == -1) {
+  if (cloexec_pipe (exitfds) == -1) {
     nbdkit_error ("%s: pipe: %m", s->what);
     close (fds[0]);
     close (fds[1]);
     return -1;
   }
-  posix_spawn_file_actions_init (&fa);
-  posix_spawn_file_actions_adddup2 (&fa, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen (&fa, STDIN_FILENO, "/dev/null",
-                                    O_RDONLY, 0);
-  posix_spawn_file_actions_addclosefrom_np (&fa, STDERR_FILENO + 1);
-  sigemptyset (&none);
-  sigfillset (&all);
-  posix_spawnattr_init (&attr);
-  posix_spawnattr_setsigmask (&attr, &none);
-  posix_spawnattr_setsigdefault (&attr, &all);
-  /* Its own process group, so that it can be killed with everything it
-   * started.
-   */
-  posix_spawnattr_setpgroup (&attr, 0);
-  posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK |
-                            POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   clock_gettime (CLOCK_MONOTONIC, &start);
-  err = posix_spawn (&pid, "/bin/sh", &fa, &attr, argv, envp);
-  posix_spawnattr_destroy (&attr);
-  posix_spawn_file_actions_destroy (&fa);
+  err = spawn_script (s, envp, fds[1], &pid);
   close (fds[1]);
   if (err != 0) {
     close (fds[0]);
@@ -235,111 +426,15 @@ run (struct script *s, unsigned iteration, char **out)
     waiting = true;
   else {
     close (exitfds[1]);
-    failed = "pthread_create";
+    o.failed = "pthread_create";
+    o.err = err;
   }
-
-  /* Read it all (the script's stderr goes to nbdkit's) within timeout=
-   * seconds.
-   */
-  len = 0;
-  buf = malloc (MAX_OUTPUT + 1);
-  while (buf != NULL && failed == NULL && len < MAX_OUTPUT) {
-    w = wait_readable (fds[0], &start);
-    if (w == 0 || w == -2) {
-      timed_out = w == 0;
-      stopped = w == -2;
-      break;
-    }
-    if (w == -1) {
-      failed = "poll";
-      err = errno;
-      break;
-    }
-    got = read (fds[0], buf + len, MAX_OUTPUT - len);
-    if (got == -1 && (errno == EINTR || errno == EAGAIN))
-      continue;
-    if (got == -1) {
-      failed = "read";
-      err = errno;
-      break;
-    }
-    if (got == 0)
-      break;
-    len += got;
-  }
+  read_output (fds[0], exitfds[0], &start, &o);
   close (fds[0]);
-
-  /* The end of its output is not its exit: a script may close its
-   * standard output and go on running.  Its exit counts against the same
-   * timeout=.
-   */
-  if (buf != NULL && failed == NULL && !timed_out && !stopped &&
-      len < MAX_OUTPUT) {
-    w = wait_readable (exitfds[0], &start);
-    if (w == 1)
-      exited = true;
-    else if (w == 0)
-      timed_out = true;
-    else if (w == -2)
-      stopped = true;
-    else {
-      failed = "poll";
-      err = errno;
-    }
-  }
-
-  /* The whole group, and before the script is reaped: until then its
-   * PID, the group's ID, cannot be reused, so this reaches no one else.
-   * If it is still running the waiter returns once it is dead.
-   */
-  if (!exited)
-    kill (-pid, SIGKILL);
-  if (waiting)
-    pthread_join (thread, NULL);
+  end_script (pid, waiting, thread, &waiter, &o);
   close (exitfds[0]);
-  if (exited && waiter.r == -1 && failed == NULL) {
-    failed = "waitid";
-    err = waiter.err;
-  }
-  ok = exited && waiter.r == 0 && waiter.info.si_code == CLD_EXITED &&
-    waiter.info.si_status == 0;
-  if (exited && waiter.r == 0 && !ok)
-    kill (-pid, SIGKILL);       /* what a failed script left behind */
-  /* Only after its exit or SIGKILL, so this does not block for long. */
-  do
-    w = waitid (P_PID, pid, &info, WEXITED);
-  while (w == -1 && errno == EINTR);
-  if (w == -1 && failed == NULL) {
-    failed = "waitid";
-    err = errno;
-  }
-
-  if (buf == NULL)
-    nbdkit_error ("%s: out of memory", s->what);
-  else if (failed)
-    nbdkit_error ("%s: %s: %s: %s", s->what, *s->script, failed,
-                  strerror (err));
-  else if (timed_out)
-    nbdkit_error ("%s: %s: did not finish within %u seconds (timeout=)",
-                  s->what, *s->script, cfg.timeout);
-  else if (stopped)
-    nbdkit_error ("%s: %s: stopped: nbdkit is shutting down or the client "
-                  "disconnected", s->what, *s->script);
-  else if (len >= MAX_OUTPUT)
-    nbdkit_error ("%s: more than %d bytes of output", s->what, MAX_OUTPUT);
-  else if (info.si_code == CLD_EXITED && info.si_status != 0)
-    nbdkit_error ("%s: %s: exited with status %d", s->what, *s->script,
-                  info.si_status);
-  else if (info.si_code != CLD_EXITED)
-    nbdkit_error ("%s: %s: killed by signal %d", s->what, *s->script,
-                  info.si_status);
-  else {
-    buf[len] = '\0';
-    *out = buf;
-    buf = NULL;
-    r = 0;
-  }
-  free (buf);
+  r = judge_run (s, &o, out);
+  free (o.buf);
   return r;
 }
 
