@@ -556,6 +556,42 @@ http {
 EOF
 }
 
+# serve_image SIZE ['EXTRA SERVER DIRECTIVES']: start_nginx EXTRA and a
+# random SIZE-byte image, $image ($tmp/www/disk.img), that it serves at
+# $url: https://127.0.0.1:$tlsport/disk.img when make_cert ran first,
+# else http://127.0.0.1:$port/disk.img.  $http_url is always the plain
+# HTTP one.
+serve_image ()
+{
+  start_nginx "${2:-}"
+  image=$tmp/www/disk.img
+  make_random_file "$image" "$1"
+  http_url=http://127.0.0.1:$port/disk.img
+  url=$http_url
+  [ -z "$tlsport" ] || url=https://127.0.0.1:$tlsport/disk.img
+}
+
+# export_image NAME SIZE [NBDKIT-OPTIONS...] [PLUGIN-PARAMETERS...]:
+# serve_image SIZE, then start_nbdkit NAME on the plugin with $url.
+# Arguments that start with '-' are nbdkit options, put before the
+# plugin (so -D takes its value in the same word: -Dcurl.verbose=1); the
+# others are plugin parameters, put after the URL.  Sets $uri.
+#   export_image ro "$size" -r connections=4
+export_image ()
+{
+  local name=$1 size=$2 a
+  local opts=() params=()
+  shift 2
+  for a in "$@"; do
+    case $a in
+      -*) opts+=("$a") ;;
+      *) params+=("$a") ;;
+    esac
+  done
+  serve_image "$size"
+  start_nbdkit "$name" "${opts[@]}" "$PLUGIN" "$url" "${params[@]}"
+}
+
 # ----------------------------------------------------------------------
 # Apache mod_dav: partial PUT (Content-Range) on $dav_port, files in
 # $tmp/dav (the served file must be chmod a+rw by the caller), access log
