@@ -556,6 +556,17 @@ http {
 EOF
 }
 
+# start_nginx_put ['EXTRA SERVER DIRECTIVES']: start_nginx with a
+# location /put/ that takes PUT (whole files, written to $tmp/www), for
+# curlpipe's uploads.  nginx's workers run as an unprivileged user, so
+# $tmp/www is made writable by everyone.
+start_nginx_put ()
+{
+  start_nginx "location /put/ { dav_methods PUT; alias DIR/www/; }
+    ${1:-}"
+  chmod 777 "$tmp/www"
+}
+
 # serve_image SIZE ['EXTRA SERVER DIRECTIVES']: start_nginx EXTRA and a
 # random SIZE-byte image, $image ($tmp/www/disk.img), that it serves at
 # $url: https://127.0.0.1:$tlsport/disk.img when make_cert ran first,
