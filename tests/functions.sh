@@ -450,31 +450,75 @@ expect_nbdkit_fails ()
 }
 
 # ----------------------------------------------------------------------
+# nginx, the part start_nginx and start_nginx_named share.
+#   _nginx_run LABEL PREFIX ACCESS-LOG CONF-FUNCTION
+# Picks $p (and $tp when make_cert ran first, with $tls_listen and
+# $tls_conf for the server block), has CONF-FUNCTION (which sees those
+# four) write PREFIX/nginx.conf, runs nginx -p PREFIX in the foreground
+# with the error log $tmp/LABEL-error.log and its output in
+# $tmp/LABEL.out, and waits until /__ready answers on both ports.  A bind
+# that fails (another test took the port) is retried on other ports.
+# Leaves the ports and the PID in $_nginx_port, $_nginx_tlsport and
+# $_nginx_pid.
+_nginx_run ()
+{
+  requires nginx
+  local label=$1 prefix=$2 log=$3 conf_fn=$4 tries p tp pid
+  local tls_listen= tls_conf=
+  local errlog=$tmp/$label-error.log out=$tmp/$label.out
+  for ((tries = 0; tries < 5; tries++)); do
+    p=$(free_port)
+    tp=
+    if [ -f "$tmp/cert.pem" ]; then
+      tp=$(free_port)
+      tls_listen="listen 127.0.0.1:$tp ssl http2;"
+      tls_conf="ssl_certificate $tmp/cert.pem;
+    ssl_certificate_key $tmp/key.pem;"
+    fi
+    "$conf_fn" >"$prefix/nginx.conf"
+    : >"$log"
+    nginx -p "$prefix" -e "$errlog" -c "$prefix/nginx.conf" \
+          -g 'daemon off;' </dev/null >"$out" 2>&1 &
+    pid=$!
+    _pids+=("$pid")
+    if wait_http "http://127.0.0.1:$p/__ready" "$pid"; then
+      if [ -z "$tp" ] || wait_http "https://127.0.0.1:$tp/__ready" "$pid"
+      then
+        _nginx_port=$p _nginx_tlsport=$tp _nginx_pid=$pid
+        return 0
+      fi
+    fi
+    stop_pid "$pid"
+    grep -q 'in use' "$errlog" "$out" 2>/dev/null ||
+      { cat "$out" "$errlog" >&2; fail "$label did not start"; }
+    rm -f "$errlog"
+  done
+  fail "$label: no free port after $tries tries"
+}
+
+# ----------------------------------------------------------------------
 # nginx: HTTP on $port, HTTPS (and HTTP/2) on $tlsport when make_cert ran
 # first, files from $tmp/www, access log $tmp/access.log with one line per
 # request:
 #   CONNECTION METHOD RANGE STATUS BODY_BYTES URI te=TE cl=CL
 # (RANGE is "-" when absent, e.g. "5 GET bytes=0-0 206 1 /disk.img";
 # TE and CL are the request's Transfer-Encoding and Content-Length).
-# /nohead/ serves the same files but refuses HEAD with 403.
+# /nohead/ serves the same files but refuses HEAD with 403.  Its PID is
+# in $nginx_pid.
 #   start_nginx ['EXTRA SERVER DIRECTIVES']
 # e.g. start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
 # where DIR is replaced by $tmp.
 start_nginx ()
 {
-  requires nginx
-  local extra=${1:-} tries tls_listen= tls_conf=
+  _nginx_extra=${1:-}
   mkdir -p "$tmp/www" "$tmp/nginx-tmp"
-  for ((tries = 0; tries < 5; tries++)); do
-    port=$(free_port)
-    tlsport=
-    if [ -f "$tmp/cert.pem" ]; then
-      tlsport=$(free_port)
-      tls_listen="listen 127.0.0.1:$tlsport ssl http2;"
-      tls_conf="ssl_certificate $tmp/cert.pem;
-    ssl_certificate_key $tmp/key.pem;"
-    fi
-    cat >"$tmp/nginx.conf" <<EOF
+  _nginx_run nginx "$tmp" "$tmp/access.log" _nginx_conf
+  port=$_nginx_port tlsport=$_nginx_tlsport nginx_pid=$_nginx_pid
+}
+
+_nginx_conf ()
+{
+  cat <<EOF
 worker_processes 1;
 pid $tmp/nginx.pid;
 error_log $tmp/nginx-error.log;
@@ -497,7 +541,7 @@ http {
   sendfile on;
   tcp_nopush on;
   server {
-    listen 127.0.0.1:$port;
+    listen 127.0.0.1:$p;
     $tls_listen
     $tls_conf
     root $tmp/www;
@@ -506,28 +550,57 @@ http {
       if (\$request_method = HEAD) { return 403; }
       alias $tmp/www/;
     }
-    ${extra//DIR/$tmp}
+    ${_nginx_extra//DIR/$tmp}
   }
 }
 EOF
-    : >"$tmp/access.log"
-    nginx -p "$tmp" -e "$tmp/nginx-error.log" -c "$tmp/nginx.conf" \
-          -g 'daemon off;' </dev/null >"$tmp/nginx.out" 2>&1 &
-    nginx_pid=$!
-    _pids+=("$nginx_pid")
-    if wait_http "http://127.0.0.1:$port/__ready" "$nginx_pid"; then
-      if [ -z "$tlsport" ] ||
-           wait_http "https://127.0.0.1:$tlsport/__ready" "$nginx_pid"; then
-        return 0
-      fi
-    fi
-    stop_pid "$nginx_pid"
-    grep -q 'in use' "$tmp/nginx-error.log" "$tmp/nginx.out" 2>/dev/null ||
-      { cat "$tmp/nginx.out" "$tmp/nginx-error.log" >&2;
-        fail "nginx did not start"; }
-    rm -f "$tmp/nginx-error.log"
+}
+
+# start_nginx_put ['EXTRA SERVER DIRECTIVES']: start_nginx with a
+# location /put/ that takes PUT (whole files, written to $tmp/www), for
+# curlpipe's uploads.  nginx's workers run as an unprivileged user, so
+# $tmp/www is made writable by everyone.
+start_nginx_put ()
+{
+  start_nginx "location /put/ { dav_methods PUT; alias DIR/www/; }
+    ${1:-}"
+  chmod 777 "$tmp/www"
+}
+
+# serve_image SIZE ['EXTRA SERVER DIRECTIVES']: start_nginx EXTRA and a
+# random SIZE-byte image, $image ($tmp/www/disk.img), that it serves at
+# $url: https://127.0.0.1:$tlsport/disk.img when make_cert ran first,
+# else http://127.0.0.1:$port/disk.img.  $http_url is always the plain
+# HTTP one.
+serve_image ()
+{
+  start_nginx "${2:-}"
+  image=$tmp/www/disk.img
+  make_random_file "$image" "$1"
+  http_url=http://127.0.0.1:$port/disk.img
+  url=$http_url
+  [ -z "$tlsport" ] || url=https://127.0.0.1:$tlsport/disk.img
+}
+
+# export_image NAME SIZE [NBDKIT-OPTIONS...] [PLUGIN-PARAMETERS...]:
+# serve_image SIZE, then start_nbdkit NAME on the plugin with $url.
+# Arguments that start with '-' are nbdkit options, put before the
+# plugin (so -D takes its value in the same word: -Dcurl.verbose=1); the
+# others are plugin parameters, put after the URL.  Sets $uri.
+#   export_image ro "$size" -r connections=4
+export_image ()
+{
+  local name=$1 size=$2 a
+  local opts=() params=()
+  shift 2
+  for a in "$@"; do
+    case $a in
+      -*) opts+=("$a") ;;
+      *) params+=("$a") ;;
+    esac
   done
-  fail "nginx: no free port after $tries tries"
+  serve_image "$size"
+  start_nbdkit "$name" "${opts[@]}" "$PLUGIN" "$url" "${params[@]}"
 }
 
 # ----------------------------------------------------------------------
@@ -909,34 +982,33 @@ fault_export ()
 # e.g. start_nginx_named a 'location = /a/x { return 302 /x; }'
 start_nginx_named ()
 {
-  requires nginx
-  local name=$1 extra=${2:-} tries p tp pid conf tls_listen= tls_conf=
-  local dir=$tmp/nginx-$name log=$tmp/nginx-$name.log
-  local errlog=$tmp/nginx-$name-error.log out=$tmp/nginx-$name.out
-  mkdir -p "$dir/www" "$dir/tmp"
-  for ((tries = 0; tries < 5; tries++)); do
-    p=$(free_port)
-    tp=
-    if [ -f "$tmp/cert.pem" ]; then
-      tp=$(free_port)
-      tls_listen="listen 127.0.0.1:$tp ssl http2;"
-      tls_conf="ssl_certificate $tmp/cert.pem;
-    ssl_certificate_key $tmp/key.pem;"
-    fi
-    conf=${extra//DIR/$dir}
-    conf=${conf//TLSPORT/$tp}
-    conf=${conf//PORT/$p}
-    cat >"$dir/nginx.conf" <<EOF
+  local name=$1
+  _nginx_extra=${2:-} _nginx_dir=$tmp/nginx-$name
+  _nginx_log=$tmp/nginx-$name.log _nginx_errlog=$tmp/nginx-$name-error.log
+  mkdir -p "$_nginx_dir/www" "$_nginx_dir/tmp"
+  _nginx_run "nginx-$name" "$_nginx_dir" "$_nginx_log" _nginx_named_conf
+  printf -v "${name}_port" %s "$_nginx_port"
+  printf -v "${name}_tlsport" %s "$_nginx_tlsport"
+  printf -v "${name}_pid" %s "$_nginx_pid"
+}
+
+_nginx_named_conf ()
+{
+  local dir=$_nginx_dir conf
+  conf=${_nginx_extra//DIR/$dir}
+  conf=${conf//TLSPORT/$tp}
+  conf=${conf//PORT/$p}
+  cat <<EOF
 worker_processes 1;
 pid $dir/nginx.pid;
-error_log $errlog;
+error_log $_nginx_errlog;
 events { worker_connections 256; }
 http {
   log_format secrets '\$scheme \$server_port \$request_method \$request_uri '
                      '\$status cookie="\$http_cookie" '
                      'auth="\$http_authorization" token="\$http_x_token" '
                      'script="\$http_x_script"';
-  access_log $log secrets;
+  access_log $_nginx_log secrets;
   client_body_temp_path $dir/tmp; proxy_temp_path $dir/tmp;
   fastcgi_temp_path $dir/tmp; uwsgi_temp_path $dir/tmp;
   scgi_temp_path $dir/tmp;
@@ -950,26 +1022,6 @@ http {
   }
 }
 EOF
-    : >"$log"
-    nginx -p "$dir" -e "$errlog" -c "$dir/nginx.conf" -g 'daemon off;' \
-          </dev/null >"$out" 2>&1 &
-    pid=$!
-    _pids+=("$pid")
-    if wait_http "http://127.0.0.1:$p/__ready" "$pid"; then
-      if [ -z "$tp" ] || wait_http "https://127.0.0.1:$tp/__ready" "$pid"
-      then
-        printf -v "${name}_port" %s "$p"
-        printf -v "${name}_tlsport" %s "$tp"
-        printf -v "${name}_pid" %s "$pid"
-        return 0
-      fi
-    fi
-    stop_pid "$pid"
-    grep -q 'in use' "$errlog" "$out" 2>/dev/null ||
-      { cat "$out" "$errlog" >&2; fail "nginx ($name) did not start"; }
-    rm -f "$errlog"
-  done
-  fail "nginx ($name): no free port after $tries tries"
 }
 
 # ----------------------------------------------------------------------

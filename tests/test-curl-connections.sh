@@ -11,16 +11,14 @@ requires_plugin
 requires nbdcopy
 
 size=$((64 * 1024 * 1024))
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
+serve_image "$size"
 
 for n in 2 8; do
   first=$(($(wc -l <"$tmp/access.log") + 1))
-  start_nbdkit "c$n" -r "$PLUGIN" "http://127.0.0.1:$port/disk.img" \
-               connections=$n
+  start_nbdkit "c$n" -r "$PLUGIN" "$url" connections=$n
   timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
   stop_nbdkit "c$n"
-  assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+  assert_same_file "$image" "$tmp/out.img"
   rm -f "$tmp/out.img"
   tail -n +"$first" "$tmp/access.log" >"$tmp/run$n.log"
   conns=$(cut -d' ' -f1 "$tmp/run$n.log" | sort -u | wc -l)

@@ -11,10 +11,8 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires nbdcopy
 
-start_nginx 'access_log DIR/headers.log hdrs;
+serve_image $((2 * 1024 * 1024 + 5)) 'access_log DIR/headers.log hdrs;
     location /set/ { alias DIR/www/; add_header Set-Cookie "srv=from-nginx"; }'
-make_random_file "$tmp/www/disk.img" $((2 * 1024 * 1024 + 5))
-url=http://127.0.0.1:$port/disk.img
 
 # copy_with NAME ARGS...: a whole copy with these plugin parameters; the
 # request lines nginx logged for it in $tmp/NAME.log.
@@ -26,7 +24,7 @@ copy_with ()
   start_nbdkit "$name" -r "$PLUGIN" "$url" "$@"
   timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
   stop_nbdkit "$name"
-  assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+  assert_same_file "$image" "$tmp/out.img"
   cp "$tmp/headers.log" "$tmp/$name.log"
 }
 

@@ -10,12 +10,9 @@ requires_plugin
 requires nbdcopy
 
 size=$((10 * 1024 * 1024 + 1234))
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
-
-start_nbdkit ro -r "$PLUGIN" "http://127.0.0.1:$port/disk.img"
+export_image ro "$size" -r
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 stop_nbdkit ro
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 
 assert_nginx_ranges "$size" 0

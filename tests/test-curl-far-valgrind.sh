@@ -16,8 +16,7 @@ requires_valgrind
 requires nbdcopy
 
 size=$((4 * 1024 * 1024 + 123))
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
+serve_image "$size"
 start_linkem "$port" 30
 
 # (a)
@@ -29,10 +28,10 @@ OUT=$tmp/out.img timeout -k 5 120 \
 valgrind_clean a "$st"
 grep -q ': opening 15 more connections' "$tmp/a.err" ||
   fail "(a) no warm-up in nbdkit's debug output"
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 
 # (b)
-start_fault_server stall-after-probe "$tmp/www/disk.img"
+start_fault_server stall-after-probe "$image"
 start_linkem "$fault_port" 30
 nbdkit_valgrind b
 "${vg[@]}" -U "$tmp/b.sock" "$PLUGIN" \

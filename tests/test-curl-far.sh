@@ -34,8 +34,7 @@ requires_nbdsh
 rtt=30
 size=$((32 * 1024 * 1024 + 321))
 make_cert
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
+serve_image "$size"
 start_linkem "$port" "$rtt"
 http_far=http://127.0.0.1:$linkem_port/disk.img
 start_linkem "$tlsport" "$rtt"
@@ -86,10 +85,10 @@ start_nbdkit far -r -v "$PLUGIN" "$http_far"
 wait_log "$tmp/far.err" ': answers take [0-9]* ms: opening 15 more connections'
 warmed 16 "(a) http"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 rm -f "$tmp/out.img"
 expect_conns 16 "(a) http, after a copy"
-random_reads "$uri" "$tmp/www/disk.img" 2000
+random_reads "$uri" "$image" 2000
 expect_conns 16 "(a) http, after random reads"
 stop_nbdkit far
 
@@ -113,7 +112,7 @@ stop_pid "$early_pid"
 [ "$_status" -eq 0 ] || problem "(a) nbdkit exited with status $_status"
 grep -q ': opening 15 more connections' "$tmp/early.err" ||
   problem "(a) a copy at once: no warm-up"
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 rm -f "$tmp/out.img"
 expect_conns 16 "(a) http, a copy during the warm-up"
 
@@ -122,7 +121,7 @@ mark
 start_nbdkit c3 -r -v "$PLUGIN" "$http_far" connections=3
 wait_log "$tmp/c3.err" ': answers take [0-9]* ms: opening 2 more connections'
 warmed 3 "(b) connections=3"
-random_reads "$uri" "$tmp/www/disk.img" 500
+random_reads "$uri" "$image" 500
 expect_conns 3 "(b) connections=3, after random reads"
 stop_nbdkit c3
 
@@ -132,14 +131,14 @@ start_nbdkit tls -r -v "$PLUGIN" "$https_far" cainfo="$tmp/cert.pem"
 wait_log "$tmp/tls.err" ': answers take [0-9]* ms: opening 15 more connections'
 warmed 16 "(c) https"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 rm -f "$tmp/out.img"
 expect_conns 16 "(c) https, after a copy"
 stop_nbdkit tls
 
 # (d)
 mark
-start_nbdkit near -r -v "$PLUGIN" "http://127.0.0.1:$port/disk.img"
+start_nbdkit near -r -v "$PLUGIN" "$http_url"
 got=$(timeout "$client_timeout" nbdinfo --size "$uri")
 [ "$got" -eq "$size" ] || fail "(d) nbdinfo --size: $got, expected $size"
 sleep 0.5
@@ -185,8 +184,8 @@ stop_pid "$nbdkit_pid"
 : >"$tmp/access.log"
 mark
 start_nbdkit g4 -r "$PLUGIN" "$http_far" connections=4
-random_reads "$uri" "$tmp/www/disk.img" 3000
-FILE=$tmp/www/disk.img nbdsh -u "$uri" -c '
+random_reads "$uri" "$image" 3000
+FILE=$image nbdsh -u "$uri" -c '
 import os, time
 data = open(os.environ["FILE"], "rb").read()
 inflight = {}

@@ -10,13 +10,12 @@ requires_plugin
 requires nbdcopy
 
 size=$((1024 * 1024 + 4097))
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
+serve_image "$size"
 
 start_nbdkit ro -r "$PLUGIN" "http://127.0.0.1:$port/nohead/disk.img"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 stop_nbdkit ro
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 
 # Log fields: CONNECTION METHOD RANGE STATUS BODY_BYTES URI.
 head_line=$(grep -nE '^[0-9]+ HEAD - 403 ' "$tmp/access.log" |

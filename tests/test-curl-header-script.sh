@@ -13,15 +13,13 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires_nbdsh
 
-start_nginx 'access_log DIR/headers.log hdrs;
+serve_image $((1024 * 1024)) 'access_log DIR/headers.log hdrs;
     location / { if ($http_x_token !~ "^tok-[0-9]+$") { return 403; } }'
-make_random_file "$tmp/www/disk.img" $((1024 * 1024))
-url=http://127.0.0.1:$port/disk.img
 
 # Reads spread over about 4 s, one request each, all checked.
 slow_reads ()
 {
-  FILE=$tmp/www/disk.img nbdsh -u "$uri" -c '
+  FILE=$image nbdsh -u "$uri" -c '
 import os, time
 data = open(os.environ["FILE"], "rb").read()
 for i in range(8):

@@ -11,13 +11,9 @@ requires nbdcopy
 
 size=$((2 * 1024 * 1024 + 4321))
 make_cert
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
-
-start_nbdkit tls -r "$PLUGIN" "https://127.0.0.1:$tlsport/disk.img" \
-             cainfo="$tmp/cert.pem"
+export_image tls "$size" -r "cainfo=$tmp/cert.pem"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 stop_nbdkit tls
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 grep -qE '^[0-9]+ GET bytes=[0-9]+-[0-9]+ 206 ' "$tmp/access.log" ||
   fail "no ranged GET reached nginx"

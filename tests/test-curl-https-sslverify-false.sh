@@ -10,11 +10,7 @@ requires nbdcopy
 
 size=$((2 * 1024 * 1024 + 99))
 make_cert
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
-
-start_nbdkit tls -r "$PLUGIN" "https://127.0.0.1:$tlsport/disk.img" \
-             sslverify=false
+export_image tls "$size" -r sslverify=false
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 stop_nbdkit tls
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"

@@ -9,10 +9,9 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 
 make_cert
-start_nginx
-make_random_file "$tmp/www/disk.img" 65536
+serve_image 65536
 
-expect_nbdkit_fails tls -r "$PLUGIN" "https://127.0.0.1:$tlsport/disk.img"
+expect_nbdkit_fails tls -r "$PLUGIN" "$url"
 grep -qiE 'certificate|SSL' "$tmp/tls.err" || {
   cat "$tmp/tls.err" >&2
   fail "the error does not mention the certificate"

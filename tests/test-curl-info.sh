@@ -9,9 +9,7 @@ requires_plugin
 requires nbdinfo
 
 size=$((3 * 1024 * 1024 + 777))
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
-url=http://127.0.0.1:$port/disk.img
+serve_image "$size"
 
 # nbdinfo prints lines like "<TAB>can_multi_conn: true".
 info_has ()

@@ -13,12 +13,9 @@ requires_plugin
 requires_nbdsh
 
 size=$((8 * 1024 * 1024 + 777))
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
-
 # 4 connections for 64 reads in flight, so that reads wait together.
-start_nbdkit ro -r "$PLUGIN" "http://127.0.0.1:$port/disk.img" connections=4
-random_reads "$uri" "$tmp/www/disk.img" 3000
+export_image ro "$size" -r connections=4
+random_reads "$uri" "$image" 3000
 stop_nbdkit ro
 
 assert_nginx_ranges "$size" 10

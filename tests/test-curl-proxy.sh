@@ -13,32 +13,30 @@ requires nbdcopy
 requires tinyproxy
 
 make_cert
-start_nginx
-make_random_file "$tmp/www/disk.img" $((3 * 1024 * 1024 + 11))
-url=http://127.0.0.1:$port/disk.img
+serve_image $((3 * 1024 * 1024 + 11))
 
 # proxied LOG: how many GETs of the image the proxy forwarded.
 proxied ()
 {
-  grep -c "Request .*: GET http://127.0.0.1:$port/disk.img " "$1" || :
+  grep -c "Request .*: GET $http_url " "$1" || :
 }
 
 start_tinyproxy open
-start_nbdkit open -r "$PLUGIN" "$url" "proxy=http://127.0.0.1:$proxy_port"
+start_nbdkit open -r "$PLUGIN" "$http_url" "proxy=http://127.0.0.1:$proxy_port"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 stop_nbdkit open
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 n=$(proxied "$tmp/open.log")
 [ "$n" -ge 4 ] || { cat "$tmp/open.log" >&2; fail "only $n GETs went through the proxy"; }
 
 # An https URL through the proxy (CONNECT): the proxy's "200 Connection
 # established" is not the answer to check.
 rm -f "$tmp/out.img"
-start_nbdkit tls -r "$PLUGIN" "https://127.0.0.1:$tlsport/disk.img" \
+start_nbdkit tls -r "$PLUGIN" "$url" \
   "cainfo=$tmp/cert.pem" "proxy=http://127.0.0.1:$proxy_port"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 stop_nbdkit tls
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 grep -q "CONNECT 127.0.0.1:$tlsport" "$tmp/open.log" ||
   fail "the https copy did not go through the proxy"
 stop_pid "$proxy_pid"
@@ -46,14 +44,14 @@ stop_pid "$proxy_pid"
 start_tinyproxy auth "BasicAuth alice pr0xy"
 printf 'pr0xy' >"$tmp/proxy-pw"
 rm -f "$tmp/out.img"
-start_nbdkit auth -r "$PLUGIN" "$url" "proxy=http://127.0.0.1:$proxy_port" \
+start_nbdkit auth -r "$PLUGIN" "$http_url" "proxy=http://127.0.0.1:$proxy_port" \
   proxy-user=alice "proxy-password=+$tmp/proxy-pw"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 stop_nbdkit auth
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 n=$(proxied "$tmp/auth.log")
 [ "$n" -ge 4 ] || fail "only $n GETs went through the authenticating proxy"
 
-expect_nbdkit_fails noauth -r "$PLUGIN" "$url" \
+expect_nbdkit_fails noauth -r "$PLUGIN" "$http_url" \
   "proxy=http://127.0.0.1:$proxy_port"
 assert_grep_i "$tmp/noauth.err" "407"

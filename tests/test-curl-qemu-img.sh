@@ -10,10 +10,7 @@ requires qemu-img --version
 
 # A multiple of 512: qemu-img rounds an export up to 512 bytes.
 size=$((4 * 1024 * 1024 + 3 * 512))
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
-
-start_nbdkit ro -r "$PLUGIN" "http://127.0.0.1:$port/disk.img"
+export_image ro "$size" -r
 timeout "$client_timeout" qemu-img info "$uri" >"$tmp/info.out"
 grep -qE "virtual size: .*\($size bytes\)" "$tmp/info.out" || {
   cat "$tmp/info.out" >&2
@@ -21,4 +18,4 @@ grep -qE "virtual size: .*\($size bytes\)" "$tmp/info.out" || {
 }
 timeout "$client_timeout" qemu-img convert -f raw "$uri" -O raw "$tmp/out.img"
 stop_nbdkit ro
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"

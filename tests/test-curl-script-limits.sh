@@ -50,9 +50,7 @@ assert_gone ()
   fail "($1) process $pid, started by the script, is still running"
 }
 
-start_nginx 'access_log DIR/headers.log hdrs;'
-make_random_file "$tmp/www/disk.img" $((64 * 1024))
-url=http://127.0.0.1:$port/disk.img
+serve_image $((64 * 1024)) 'access_log DIR/headers.log hdrs;'
 
 # (a) Prints its header, closes its output and keeps running: nbdkit
 # must give up at start-up after timeout=2, not wait for it.
@@ -122,7 +120,7 @@ assert_gone c3
 start_nbdkit d -r "$PLUGIN" "$url" \
   'header-script=printf "X-Token: tok-7\r\nX-Token-Check: tok-7\r\n\r\n"' \
   'cookie-script=printf "sess=9\r\n\r\n"'
-FILE=$tmp/www/disk.img nbdsh -u "$uri" -c '
+FILE=$image nbdsh -u "$uri" -c '
 import os
 data = open(os.environ["FILE"], "rb").read()
 assert h.pread(4096, 8192) == data[8192:12288], "the read differs"

@@ -12,8 +12,7 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires nbdcopy
 
-start_nginx 'listen unix:DIR/nginx.sock; access_log DIR/headers.log hdrs;'
-make_random_file "$tmp/www/disk.img" $((2 * 1024 * 1024 + 77))
+serve_image $((2 * 1024 * 1024 + 77)) 'listen unix:DIR/nginx.sock; access_log DIR/headers.log hdrs;'
 
 copy ()
 {
@@ -24,7 +23,7 @@ copy ()
   start_nbdkit "$name" -r "$PLUGIN" "$@"
   timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
   stop_nbdkit "$name"
-  assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+  assert_same_file "$image" "$tmp/out.img"
 }
 
 # Port 1: nothing listens there, so only the socket can answer.
@@ -49,8 +48,7 @@ assert_grep_i "$tmp/noresolve.err" "images.example.test"
 # tcp-keepalive: the kernel runs a keepalive timer on the connection.
 command -v ss >/dev/null || skip "ss (iproute2) is not installed"
 for ka in true false; do
-  start_nbdkit "ka$ka" -r "$PLUGIN" "http://127.0.0.1:$port/disk.img" \
-    "tcp-keepalive=$ka"
+  start_nbdkit "ka$ka" -r "$PLUGIN" "$url" "tcp-keepalive=$ka"
   ss -tnoH state established "( dport = :$port )" >"$tmp/ss-$ka"
   stop_nbdkit "ka$ka"
   [ -s "$tmp/ss-$ka" ] || fail "tcp-keepalive=$ka: no connection to nginx"

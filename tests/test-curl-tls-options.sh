@@ -12,11 +12,9 @@ requires_plugin
 requires nbdcopy
 
 make_cert
-start_nginx 'access_log DIR/headers.log hdrs;
+serve_image $((2 * 1024 * 1024 + 9)) 'access_log DIR/headers.log hdrs;
     ssl_protocols TLSv1.2;
     ssl_ciphers ECDHE-RSA-AES256-GCM-SHA384;'
-make_random_file "$tmp/www/disk.img" $((2 * 1024 * 1024 + 9))
-url=https://127.0.0.1:$tlsport/disk.img
 
 # none: libcurl's choice, HTTP/2 by ALPN where nginx offers it.
 for v in 2.0 none 1.0 default; do
@@ -27,7 +25,7 @@ for v in 2.0 none 1.0 default; do
   start_nbdkit "h${v//./_}" -r "$PLUGIN" "$url" "${args[@]}"
   timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
   stop_nbdkit "h${v//./_}"
-  assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+  assert_same_file "$image" "$tmp/out.img"
   case $v in
     2.0|none) want=HTTP/2.0 ;;
     1.0) want=HTTP/1.0 ;;
@@ -57,4 +55,4 @@ start_nbdkit cipherok -r "$PLUGIN" "$url" "cainfo=$tmp/cert.pem" \
   ssl-cipher-list=ECDHE-RSA-AES256-GCM-SHA384 ssl-version=tlsv1.2
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out2.img"
 stop_nbdkit cipherok
-assert_same_file "$tmp/www/disk.img" "$tmp/out2.img"
+assert_same_file "$image" "$tmp/out2.img"

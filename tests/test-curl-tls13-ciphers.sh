@@ -10,15 +10,13 @@ requires_plugin
 requires nbdcopy
 
 make_cert
-start_nginx 'ssl_protocols TLSv1.3;'
-make_random_file "$tmp/www/disk.img" $((1024 * 1024 + 1))
-url=https://127.0.0.1:$tlsport/disk.img
+serve_image $((1024 * 1024 + 1)) 'ssl_protocols TLSv1.3;'
 
 start_nbdkit ok -r "$PLUGIN" "$url" "cainfo=$tmp/cert.pem" \
   tls13-ciphers=TLS_AES_256_GCM_SHA384
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 stop_nbdkit ok
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 
 expect_nbdkit_fails ccm -r "$PLUGIN" "$url" "cainfo=$tmp/cert.pem" \
   tls13-ciphers=TLS_AES_128_CCM_SHA256

@@ -13,14 +13,13 @@ requires_valgrind
 requires nbdcopy
 
 size=$((4 * 1024 * 1024 + 123))
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
+serve_image "$size"
 
 # valgrind traces nbdkit only, not the --run client.
 st=0
 nbdkit_valgrind copy
 COPIED=$tmp/copied timeout 120 \
-  "${vg[@]}" -U - "$PLUGIN" "http://127.0.0.1:$port/disk.img" \
+  "${vg[@]}" -U - "$PLUGIN" "$url" \
          'header-script=echo "X-Token: $iteration"' header-script-renew=1 \
          'cookie-script=echo "c=$iteration"' cookiefile= \
          "resolve=example.test:$port:127.0.0.1" "header=X-A: 1" \

@@ -15,14 +15,11 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires nbdinfo
 
-start_nginx
-make_random_file "$tmp/www/disk.img" 65536
 printf 'hunter2' >"$tmp/pw"
 user=us3r-n4me-zz9
 b64=$(printf '%s:hunter2' "$user" | base64)
 
-start_nbdkit ro -r -v -D curl.verbose=1 "$PLUGIN" \
-  "http://127.0.0.1:$port/disk.img" "user=$user" "password=+$tmp/pw" \
+export_image ro 65536 -r -v -Dcurl.verbose=1 "user=$user" "password=+$tmp/pw" \
   "header=Cookie: session=c00kie-value" "header=X-Auth-Token: t0ken-value"
 timeout "$client_timeout" nbdinfo --size "$uri" >/dev/null
 stop_nbdkit ro

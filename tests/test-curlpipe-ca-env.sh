@@ -12,8 +12,7 @@ requires_curlpipe
 
 unset CURL_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR
 make_cert
-start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
-chmod 777 "$tmp/www"
+start_nginx_put
 url=https://127.0.0.1:$tlsport/put
 
 # upload NAME [VAR=VALUE...] -- [OPTIONS...]: PUT "NAME" to $url/NAME

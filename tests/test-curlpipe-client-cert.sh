@@ -25,11 +25,9 @@ openssl x509 -req -in "$tmp/client.csr" -CA "$tmp/ca.pem" \
 cat "$tmp/client.pem" "$tmp/client-key.pem" >"$tmp/client-both.pem"
 chmod 644 "$tmp"/*.pem
 
-start_nginx 'ssl_client_certificate DIR/ca.pem;
+start_nginx_put 'ssl_client_certificate DIR/ca.pem;
     ssl_verify_client on;
-    location = /whoami { return 200 "$ssl_client_s_dn\n"; }
-    location /put/ { dav_methods PUT; alias DIR/www/; }'
-chmod 777 "$tmp/www"
+    location = /whoami { return 200 "$ssl_client_s_dn\n"; }'
 url=https://127.0.0.1:$tlsport
 
 # run NAME ARGS...: curlpipe -sf --cacert ... ARGS, standard input NAME;

@@ -15,8 +15,7 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_curlpipe
 
 make_cert
-start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
-chmod 777 "$tmp/www"
+start_nginx_put
 base=https://127.0.0.1:$tlsport
 
 # The default: HTTP/1.1.

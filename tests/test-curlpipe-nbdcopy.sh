@@ -12,9 +12,7 @@ requires_curlpipe
 requires nbdcopy
 
 size=$((32 * 1024 * 1024 + 512))
-start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
-# nginx's workers (an unprivileged user) create the uploaded files.
-chmod 777 "$tmp/www"
+start_nginx_put
 make_random_file "$tmp/www/src.img" "$size"
 
 start_nbdkit ro -r "$PLUGIN" "http://127.0.0.1:$port/src.img"

@@ -10,8 +10,7 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_curlpipe
 
 start_stream_server
-start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
-chmod 777 "$tmp/www"
+start_nginx_put
 base=http://127.0.0.1:$stream_port
 dead=http://127.0.0.1:$(free_port)/x
 mkdir "$tmp/cwd"

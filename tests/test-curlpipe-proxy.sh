@@ -15,8 +15,7 @@ requires_curlpipe
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY \
       no_proxy NO_PROXY
 make_cert
-start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
-chmod 777 "$tmp/www"
+start_nginx_put
 start_stream_server
 echo_url=http://127.0.0.1:$stream_port/echo
 start_tinyproxy open

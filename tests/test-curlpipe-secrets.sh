@@ -19,8 +19,7 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_curlpipe
 
 make_cert
-start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
-chmod 777 "$tmp/www"
+start_nginx_put
 start_stream_server
 b64=$(printf 'alice:PASSWORDX' | base64)
 secrets=(PASSWORDX "$b64" COOKIEX APIKEYX)

@@ -14,8 +14,7 @@ set -e
 source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_curlpipe
 
-start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
-chmod 777 "$tmp/www"
+start_nginx_put
 url=http://127.0.0.1:$port/put
 
 timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" "$url" "$tmp" <<'PYEOF'

@@ -13,8 +13,7 @@ set -e
 source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_curlpipe
 
-start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
-chmod 777 "$tmp/www"
+start_nginx_put
 url=http://127.0.0.1:$port/put
 size=$((3 * 1024 * 1024 + 5))
 make_random_file "$tmp/in" "$size"

@@ -10,9 +10,7 @@ set -e
 source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_curlpipe
 
-start_nginx 'location /put/ { dav_methods PUT; alias DIR/www/; }'
-# nginx's workers (an unprivileged user) create the uploaded files.
-chmod 777 "$tmp/www"
+start_nginx_put
 url=http://127.0.0.1:$port/put
 make_random_file "$tmp/in.img" $((256 * 1024 * 1024))
 
