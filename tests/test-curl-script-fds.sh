@@ -14,9 +14,7 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires_nbdsh
 
-start_nginx
-make_random_file "$tmp/www/disk.img" $((1024 * 1024))
-url=http://127.0.0.1:$port/disk.img
+serve_image $((1024 * 1024))
 
 # Each run leaves a file fds.KIND.PID listing the descriptors it was
 # started with, and what they are: the script execs python3, which
@@ -41,7 +39,7 @@ record="exec $PYTHON $tmp/record.py"
 start_nbdkit fds -r "$PLUGIN" "$url" connections=4 header-script-renew=1 \
   "header-script=$record header $tmp/fds" \
   "cookie-script=$record cookie $tmp/fds"
-FILE=$tmp/www/disk.img nbdsh -u "$uri" -c '
+FILE=$image nbdsh -u "$uri" -c '
 import os, time
 data = open(os.environ["FILE"], "rb").read()
 for i in range(6):

@@ -159,12 +159,11 @@ owner_notice "installed" "$pkg"
 
 # nbdkit -r curl URL, by name, copies an image byte-exactly.
 size=$((8 * 1024 * 1024 + 4321))
-start_nginx
-make_random_file "$tmp/www/disk.img" "$size"
-start_nbdkit ro -r curl "http://127.0.0.1:$port/disk.img"
+serve_image "$size"
+start_nbdkit ro -r curl "$url"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 stop_nbdkit ro
-assert_same_file "$tmp/www/disk.img" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
 
 dpkg -i "$deb" >"$tmp/install.log" 2>&1 ||
   fail "installing again failed: $(cat "$tmp/install.log")"
