@@ -21,8 +21,8 @@
  * libcurl is asked for the raw body (CURLOPT_HTTP_TRANSFER_DECODING 0)
  * so that curlpipe knows whether a chunked answer ended with its last
  * chunk or was cut off: an answer can end while the upload goes on (see
- * drive), and libcurl would only check its framing at the end of the
- * whole transfer.  libcurl still checks the framing as it reads.
+ * answer_over), and libcurl would only check its framing at the end of
+ * the whole transfer.  libcurl still checks the framing as it reads.
  */
 void
 take_body (struct pipe_state *st, const char *p, size_t len)

@@ -130,135 +130,197 @@ done_result (CURLM *multi, CURLcode result)
   return result;
 }
 
+/* The answer may end while standard input is still open (a tunnel whose
+ * far end went away): libcurl 7.88 then still waits for the rest of the
+ * upload, which may never come, so a paused upload with an answer that
+ * libcurl no longer reads ends the transfer here.  A connection that
+ * drops in the middle of an answer is libcurl's error, as usual.
+ * True when the transfer is over, with its result in *result.
+ */
+static bool
+answer_over (struct pipe_state *st, CURLcode *result)
+{
+  int end;
+
+  if (st->send_paused && !st->recv_paused && !st->in_eof &&
+      !reading_answer (st) && answer_started (st)) {
+    end = answer_end (st);
+    if (end != 0) {
+      if (*result == CURLE_OK && end == -1) {
+        snprintf (st->errbuf, sizeof st->errbuf, "the connection closed "
+                  "in the middle of the answer");
+        *result = CURLE_PARTIAL_FILE;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Let a paused upload or download go on once it can; false when the
+ * answer could not be written.
+ */
+static bool
+unpause (struct pipe_state *st)
+{
+  /* The held-back upload goes once libcurl has read the socket (once:
+   * a server that never stops sending must not starve the upload), or
+   * when it cannot read it now.
+   */
+  if (st->answer_first &&
+      (st->answer_read || st->recv_paused || !reading_answer (st) ||
+       !answer_waiting (st))) {
+    st->answer_first = false;
+    st->send_paused = false;
+    if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
+                         : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
+      return false;
+  }
+
+  /* Unpausing may call the callbacks at once, which may pause again. */
+  if (st->recv_paused && st->out_len == 0) {
+    st->recv_paused = false;
+    if (curl_easy_pause (st->easy, st->send_paused ? CURLPAUSE_SEND
+                         : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
+      return false;
+  }
+  return true;
+}
+
+/* What to poll: libcurl's sockets, standard input while the upload
+ * waits for it, the answer's output while it has bytes to take.
+ * Returns how many; *in_at and *out_at are where standard input and the
+ * output are in pfd, -1 when not there.
+ */
+static int
+poll_set (const struct pipe_state *st, struct pollfd *pfd, int *in_at,
+          int *out_at)
+{
+  int n = 0, i;
+
+  for (i = 0; i < st->nsocks; i++)
+    pfd[n++] = (struct pollfd) { .fd = st->socks[i].fd,
+                                 .events = st->socks[i].events };
+  *in_at = *out_at = -1;
+  if (st->send_paused && !st->in_eof && !st->answer_first) {
+    *in_at = n;
+    pfd[n++] = (struct pollfd) { .fd = st->in_fd, .events = POLLIN };
+  }
+  if (st->out_len > 0) {
+    *out_at = n;
+    pfd[n++] = (struct pollfd) { .fd = st->body_fd, .events = POLLOUT };
+  }
+  return n;
+}
+
+static int
+poll_timeout (const struct pipe_state *st)
+{
+  int timeout, left;
+
+  timeout = st->progress ? 1000 : IDLE_POLL_MS;
+  left = timer_left (st);
+  if (left >= 0 && left < timeout)
+    timeout = left;
+  return timeout;
+}
+
+/* Hand what poll saw to libcurl: standard input's readiness unpauses
+ * the upload, a socket's events go to curl_multi_socket_action.  False
+ * when the answer could not be written.
+ */
+static bool
+dispatch (struct pipe_state *st, CURLM *multi, const struct pollfd *pfd,
+          int n, int in_at, int out_at, int *running)
+{
+  int i, ev;
+
+  /* Readable, end of file and error all mean "call read()", which
+   * tells which.
+   */
+  if (in_at >= 0 && pfd[in_at].revents) {
+    st->send_paused = false;
+    if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
+                         : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
+      return false;
+    /* Tell libcurl the socket can take the bytes: with no events it
+     * would first try a read, which says EAGAIN (one system call in
+     * eight of a 64-byte echo round trip).  If the socket cannot
+     * take them after all, libcurl waits for it as usual.
+     */
+    if (st->nsocks == 1 && pfd[0].revents == 0) {
+      curl_multi_socket_action (multi, st->socks[0].fd, CURL_CSELECT_OUT,
+                                running);
+    }
+  }
+  for (i = 0; i < n; i++) {
+    if (i == in_at || i == out_at || pfd[i].revents == 0)
+      continue;
+    ev = ((pfd[i].revents & POLLIN) ? CURL_CSELECT_IN : 0) |
+      ((pfd[i].revents & POLLOUT) ? CURL_CSELECT_OUT : 0) |
+      ((pfd[i].revents & (POLLERR | POLLHUP)) ? CURL_CSELECT_ERR : 0);
+    if (pfd[i].fd == st->sock && (ev & CURL_CSELECT_IN))
+      st->answer_read = true;
+    curl_multi_socket_action (multi, pfd[i].fd, ev, running);
+  }
+  return true;
+}
+
+/* An error answer (>= 300) before the end of the upload makes libcurl
+ * 7.88 stop sending but leaves the upload paused, and the transfer then
+ * waits for standard input for ever: unpause it once, so that libcurl
+ * can finish.
+ */
+static void
+unpause_after_error (struct pipe_state *st)
+{
+  long code = 0;
+
+  if (st->send_paused && !st->error_unpaused) {
+    curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code >= 300) {
+      st->error_unpaused = true;
+      st->send_paused = false;
+      curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
+                       : CURLPAUSE_CONT);
+    }
+  }
+}
+
 /* Drive the transfer until it ends; returns libcurl's result.
  *
  * curl_multi_socket_action with the events poll reported lets libcurl
  * skip the poll of its own that curl_multi_perform makes on every call
  * (one system call in four in an echo round trip).
- *
- * The answer may end while standard input is still open (a tunnel whose
- * far end went away): libcurl 7.88 then still waits for the rest of the
- * upload, which may never come, so a paused upload with an answer that
- * libcurl no longer reads ends the transfer here.  A connection that
- * drops in the middle of an answer is libcurl's error, as usual.
  */
 CURLcode
 drive (struct pipe_state *st, CURLM *multi)
 {
   struct pollfd pfd[MAX_SOCKETS + 2];
-  int running = 1, n, i, in_at, out_at, timeout, left, ev, r, end;
+  int running = 1, n, in_at, out_at, r;
   CURLcode result = CURLE_OK;
 
   curl_multi_socket_action (multi, CURL_SOCKET_TIMEOUT, 0, &running);
   while (running) {
     result = done_result (multi, result);
-    if (st->send_paused && !st->recv_paused && !st->in_eof &&
-        !reading_answer (st) && answer_started (st)) {
-      end = answer_end (st);
-      if (end != 0) {
-        if (result == CURLE_OK && end == -1) {
-          snprintf (st->errbuf, sizeof st->errbuf, "the connection closed "
-                    "in the middle of the answer");
-          result = CURLE_PARTIAL_FILE;
-        }
-        return result;
-      }
-    }
+    if (answer_over (st, &result))
+      return result;
     if (!flush_out (st))
       return CURLE_WRITE_ERROR;
     show_progress (st, false);
+    if (!unpause (st))
+      return CURLE_WRITE_ERROR;
 
-    /* The held-back upload goes once libcurl has read the socket (once:
-     * a server that never stops sending must not starve the upload), or
-     * when it cannot read it now.
-     */
-    if (st->answer_first &&
-        (st->answer_read || st->recv_paused || !reading_answer (st) ||
-         !answer_waiting (st))) {
-      st->answer_first = false;
-      st->send_paused = false;
-      if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                           : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
-        return CURLE_WRITE_ERROR;
-    }
-
-    /* Unpausing may call the callbacks at once, which may pause again. */
-    if (st->recv_paused && st->out_len == 0) {
-      st->recv_paused = false;
-      if (curl_easy_pause (st->easy, st->send_paused ? CURLPAUSE_SEND
-                           : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
-        return CURLE_WRITE_ERROR;
-    }
-
-    n = 0;
-    for (i = 0; i < st->nsocks; i++)
-      pfd[n++] = (struct pollfd) { .fd = st->socks[i].fd,
-                                   .events = st->socks[i].events };
-    in_at = out_at = -1;
-    if (st->send_paused && !st->in_eof && !st->answer_first) {
-      in_at = n;
-      pfd[n++] = (struct pollfd) { .fd = st->in_fd, .events = POLLIN };
-    }
-    if (st->out_len > 0) {
-      out_at = n;
-      pfd[n++] = (struct pollfd) { .fd = st->body_fd, .events = POLLOUT };
-    }
-    timeout = st->progress ? 1000 : IDLE_POLL_MS;
-    left = timer_left (st);
-    if (left >= 0 && left < timeout)
-      timeout = left;
-
-    r = poll (pfd, n, timeout);
+    n = poll_set (st, pfd, &in_at, &out_at);
+    r = poll (pfd, n, poll_timeout (st));
     if (r == -1 && errno != EINTR) {
       snprintf (st->in_error, sizeof st->in_error, "poll: %s",
                 strerror (errno));
       return CURLE_READ_ERROR;
     }
-
-    /* Readable, end of file and error all mean "call read()", which
-     * tells which.
-     */
-    if (in_at >= 0 && pfd[in_at].revents) {
-      st->send_paused = false;
-      if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                           : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
-        return CURLE_WRITE_ERROR;
-      /* Tell libcurl the socket can take the bytes: with no events it
-       * would first try a read, which says EAGAIN (one system call in
-       * eight of a 64-byte echo round trip).  If the socket cannot
-       * take them after all, libcurl waits for it as usual.
-       */
-      if (st->nsocks == 1 && pfd[0].revents == 0) {
-        curl_multi_socket_action (multi, st->socks[0].fd, CURL_CSELECT_OUT,
-                                  &running);
-      }
-    }
-    for (i = 0; i < n; i++) {
-      if (i == in_at || i == out_at || pfd[i].revents == 0)
-        continue;
-      ev = ((pfd[i].revents & POLLIN) ? CURL_CSELECT_IN : 0) |
-        ((pfd[i].revents & POLLOUT) ? CURL_CSELECT_OUT : 0) |
-        ((pfd[i].revents & (POLLERR | POLLHUP)) ? CURL_CSELECT_ERR : 0);
-      if (pfd[i].fd == st->sock && (ev & CURL_CSELECT_IN))
-        st->answer_read = true;
-      curl_multi_socket_action (multi, pfd[i].fd, ev, &running);
-    }
-    /* An error answer (>= 300) before the end of the upload makes
-     * libcurl 7.88 stop sending but leaves the upload paused, and the
-     * transfer then waits for standard input for ever: unpause it once,
-     * so that libcurl can finish.
-     */
-    if (st->send_paused && !st->error_unpaused) {
-      long code = 0;
-
-      curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
-      if (code >= 300) {
-        st->error_unpaused = true;
-        st->send_paused = false;
-        curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                         : CURLPAUSE_CONT);
-      }
-    }
+    if (!dispatch (st, multi, pfd, n, in_at, out_at, &running))
+      return CURLE_WRITE_ERROR;
+    unpause_after_error (st);
     if (timer_left (st) == 0) {
       st->timer_ms = -1;
       curl_multi_socket_action (multi, CURL_SOCKET_TIMEOUT, 0, &running);

@@ -60,7 +60,7 @@ struct pipe_state {
   bool in_stream;               /* standard input is a pipe or socket */
   bool in_drained;              /* the last read took all there was */
   bool in_blocking;             /* not O_NONBLOCK (a terminal, a file) */
-  bool error_unpaused;          /* see drive */
+  bool error_unpaused;          /* see unpause_after_error */
   bool in_eof;
   bool send_paused, recv_paused;
   /* Standard input's bytes held back while the answer that came during

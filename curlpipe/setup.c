@@ -56,25 +56,20 @@ ca_bundle (const struct options *opt)
   return getenv ("SSL_CERT_FILE");
 }
 
-/* Options of the transfer; false after reporting a failure. */
-bool
-setup (struct pipe_state *st, struct curl_slist **headers)
+/* The user's headers, then "Expect:" unless they gave one: waiting
+ * for 100 Continue would hold every byte for up to a second.  False
+ * when out of memory.
+ */
+static bool
+request_headers (const struct options *opt, struct curl_slist **headers)
 {
-  const struct options *opt = st->opt;
-  CURL *e = st->easy;
   struct curl_slist *h, *u;
-  struct stat sb;
-  off_t pos;
-  CURLcode rc = CURLE_OK;
 
-  /* The user's headers, then "Expect:" unless they gave one: waiting
-   * for 100 Continue would hold every byte for up to a second.
-   */
   *headers = NULL;
   for (u = opt->headers; u != NULL; u = u->next) {
     h = curl_slist_append (*headers, u->data);
     if (h == NULL)
-      goto nomem;
+      return false;
     *headers = h;
   }
   for (u = opt->headers; u != NULL; u = u->next)
@@ -83,30 +78,24 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   if (u == NULL) {
     h = curl_slist_append (*headers, "Expect:");
     if (h == NULL)
-      goto nomem;
+      return false;
     *headers = h;
   }
+  return true;
+}
 
+/* Each option is set while the ones before it succeeded: rc holds the
+ * first failure.
+ */
 #define SET(o, v) \
   if (rc == CURLE_OK) rc = curl_easy_setopt (e, o, v)
-  SET (CURLOPT_URL, opt->url);
-  SET (CURLOPT_ERRORBUFFER, st->errbuf);
-  SET (CURLOPT_NOSIGNAL, 1L);
-  SET (CURLOPT_UPLOAD, 1L);
-  if (opt->method)
-    SET (CURLOPT_CUSTOMREQUEST, opt->method);
-  SET (CURLOPT_HTTPHEADER, *headers);
-  SET (CURLOPT_READFUNCTION, read_cb);
-  SET (CURLOPT_READDATA, st);
-  SET (CURLOPT_WRITEFUNCTION, write_cb);
-  SET (CURLOPT_WRITEDATA, st);
-  SET (CURLOPT_UPLOAD_BUFFERSIZE, (long) UPLOAD_BUFFER_SIZE);
-  SET (CURLOPT_BUFFERSIZE, (long) DOWNLOAD_BUFFER_SIZE);
-  SET (CURLOPT_PROTOCOLS_STR, "http,https");
-  if (opt->userpwd)
-    SET (CURLOPT_USERPWD, opt->userpwd);
-  SET (CURLOPT_USERAGENT, opt->user_agent ? opt->user_agent
-       : "curlpipe/" PACKAGE_VERSION);
+
+/* The way to the server: TLS, keepalive, proxies, names. */
+static CURLcode
+set_connection (const struct options *opt, CURL *e)
+{
+  CURLcode rc = CURLE_OK;
+
   if (opt->insecure) {
     SET (CURLOPT_SSL_VERIFYPEER, 0L);
     SET (CURLOPT_SSL_VERIFYHOST, 0L);
@@ -137,6 +126,65 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_RESOLVE, opt->resolve);
   if (opt->connect_to)
     SET (CURLOPT_CONNECT_TO, opt->connect_to);
+  return rc;
+}
+
+/* A regular file's remaining length is known: Content-Length.
+ * Anything else is sent chunked (HTTP/1.1) as it comes, unless the
+ * user gave the length (S3, Azure and some WebDAV servers refuse
+ * chunked bodies).
+ */
+static CURLcode
+set_upload_size (const struct pipe_state *st, CURL *e)
+{
+  struct stat sb;
+  off_t pos;
+  CURLcode rc = CURLE_OK;
+
+  if (st->opt->upload_size >= 0) {
+    SET (CURLOPT_INFILESIZE_LARGE, st->opt->upload_size);
+  }
+  else if (fstat (st->in_fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
+    pos = lseek (st->in_fd, 0, SEEK_CUR);
+    if (pos >= 0 && pos <= sb.st_size)
+      SET (CURLOPT_INFILESIZE_LARGE, (curl_off_t) (sb.st_size - pos));
+  }
+  return rc;
+}
+
+/* Options of the transfer; false after reporting a failure. */
+bool
+setup (struct pipe_state *st, struct curl_slist **headers)
+{
+  const struct options *opt = st->opt;
+  CURL *e = st->easy;
+  CURLcode rc = CURLE_OK;
+
+  if (!request_headers (opt, headers)) {
+    say (st, "out of memory");
+    return false;
+  }
+
+  SET (CURLOPT_URL, opt->url);
+  SET (CURLOPT_ERRORBUFFER, st->errbuf);
+  SET (CURLOPT_NOSIGNAL, 1L);
+  SET (CURLOPT_UPLOAD, 1L);
+  if (opt->method)
+    SET (CURLOPT_CUSTOMREQUEST, opt->method);
+  SET (CURLOPT_HTTPHEADER, *headers);
+  SET (CURLOPT_READFUNCTION, read_cb);
+  SET (CURLOPT_READDATA, st);
+  SET (CURLOPT_WRITEFUNCTION, write_cb);
+  SET (CURLOPT_WRITEDATA, st);
+  SET (CURLOPT_UPLOAD_BUFFERSIZE, (long) UPLOAD_BUFFER_SIZE);
+  SET (CURLOPT_BUFFERSIZE, (long) DOWNLOAD_BUFFER_SIZE);
+  SET (CURLOPT_PROTOCOLS_STR, "http,https");
+  if (opt->userpwd)
+    SET (CURLOPT_USERPWD, opt->userpwd);
+  SET (CURLOPT_USERAGENT, opt->user_agent ? opt->user_agent
+       : "curlpipe/" PACKAGE_VERSION);
+  if (rc == CURLE_OK)
+    rc = set_connection (opt, e);
   if (opt->limit_rate) {
     SET (CURLOPT_MAX_SEND_SPEED_LARGE, opt->limit_rate);
     SET (CURLOPT_MAX_RECV_SPEED_LARGE, opt->limit_rate);
@@ -149,7 +197,7 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   /* HTTP/1.1 unless --http2, also over TLS: over HTTP/2 libcurl 7.88
    * gives no sign that the answer's stream has ended while the upload
    * waits for standard input, so a tunnel whose far end went away would
-   * not end (see drive).
+   * not end (see answer_over).
    */
   SET (CURLOPT_HTTP_VERSION, opt->http_version != CURL_HTTP_VERSION_NONE
        ? opt->http_version : CURL_HTTP_VERSION_1_1);
@@ -163,27 +211,13 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_VERBOSE, 1L);
     SET (CURLOPT_DEBUGFUNCTION, debug_cb);
   }
-  /* A regular file's remaining length is known: Content-Length.
-   * Anything else is sent chunked (HTTP/1.1) as it comes, unless the
-   * user gave the length (S3, Azure and some WebDAV servers refuse
-   * chunked bodies).
-   */
-  if (opt->upload_size >= 0) {
-    SET (CURLOPT_INFILESIZE_LARGE, opt->upload_size);
-  }
-  else if (fstat (st->in_fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
-    pos = lseek (st->in_fd, 0, SEEK_CUR);
-    if (pos >= 0 && pos <= sb.st_size)
-      SET (CURLOPT_INFILESIZE_LARGE, (curl_off_t) (sb.st_size - pos));
-  }
-#undef SET
+  if (rc == CURLE_OK)
+    rc = set_upload_size (st, e);
   if (rc != CURLE_OK) {
     say (st, "%s: %s", st->url, curl_easy_strerror (rc));
     return false;
   }
   return true;
-
- nomem:
-  say (st, "out of memory");
-  return false;
 }
+
+#undef SET

@@ -61,6 +61,57 @@ open_streams (struct pipe_state *st)
   return true;
 }
 
+/* Open the streams, set up the easy handle, drive it to its end and
+ * deliver the answer; CURLE_FAILED_INIT (with the reason recorded) when
+ * it could not start.
+ */
+static CURLcode
+transfer (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
+{
+  const struct options *opt = st->opt;
+  CURLcode result;
+
+  if (!open_streams (st) || !setup (st, headers))
+    return CURLE_FAILED_INIT;
+  curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+  curl_multi_setopt (multi, CURLMOPT_SOCKETDATA, st);
+  curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+  curl_multi_setopt (multi, CURLMOPT_TIMERDATA, st);
+  curl_multi_add_handle (multi, st->easy);
+  result = drive (st, multi);
+  show_progress (st, true);
+  if (result == CURLE_OK)
+    check_upload_end (st);
+  /* An answer with no body still makes the -o file, as curl does. */
+  if (result == CURLE_OK && opt->output && st->out_error[0] == '\0' &&
+      !(opt->fail && st->body_fd == STDERR_FILENO))
+    open_output (st);
+  drain_output (st);
+  return result;
+}
+
+/* -D's file and -o's file: a failure to close one is a write error,
+ * unless the transfer has failed already.  Returns the exit status.
+ */
+static int
+close_files (struct pipe_state *st, int status)
+{
+  const struct options *opt = st->opt;
+
+  if (st->header_file != NULL &&
+      (st->header_file == stdout ? fflush (stdout) : fclose (st->header_file))
+      == EOF && status == EXIT_OK) {
+    say (st, "-D %s: %s", opt->dump_header, strerror (errno));
+    status = EXIT_WRITE;
+  }
+  if (st->out_fd > STDERR_FILENO && close (st->out_fd) == -1 &&
+      status == EXIT_OK) {
+    say (st, "%s: %s", opt->output, strerror (errno));
+    status = EXIT_WRITE;
+  }
+  return status;
+}
+
 int
 run_transfer (const struct options *opt, char *msg, size_t msglen)
 {
@@ -89,22 +140,7 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
   clock_gettime (CLOCK_MONOTONIC, &st.start);
   st.last_progress = st.start;
 
-  if (open_streams (&st) && setup (&st, &headers)) {
-    curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-    curl_multi_setopt (multi, CURLMOPT_SOCKETDATA, &st);
-    curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-    curl_multi_setopt (multi, CURLMOPT_TIMERDATA, &st);
-    curl_multi_add_handle (multi, st.easy);
-    result = drive (&st, multi);
-    show_progress (&st, true);
-    if (result == CURLE_OK)
-      check_upload_end (&st);
-    /* An answer with no body still makes the -o file, as curl does. */
-    if (result == CURLE_OK && opt->output && st.out_error[0] == '\0' &&
-        !(opt->fail && st.body_fd == STDERR_FILENO))
-      open_output (&st);
-    drain_output (&st);
-  }
+  result = transfer (&st, multi, &headers);
   status = exit_status (&st, result);
   if (st.msg[0] == '\0' && status != EXIT_OK)
     say (&st, "%s: %s", st.url, curl_easy_strerror (result));
@@ -120,17 +156,7 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
   curl_slist_free_all (headers);
   free (st.out);
   free (st.held);
-  if (st.header_file != NULL &&
-      (st.header_file == stdout ? fflush (stdout) : fclose (st.header_file))
-      == EOF && status == EXIT_OK) {
-    say (&st, "-D %s: %s", opt->dump_header, strerror (errno));
-    status = EXIT_WRITE;
-  }
-  if (st.out_fd > STDERR_FILENO && close (st.out_fd) == -1 &&
-      status == EXIT_OK) {
-    say (&st, "%s: %s", opt->output, strerror (errno));
-    status = EXIT_WRITE;
-  }
+  status = close_files (&st, status);
   free (st.url);
   return status;
 }
