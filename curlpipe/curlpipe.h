@@ -2,8 +2,8 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * What curlpipe's two files share: the options main.c parses and the
- * event loop (loop.c) that runs the transfer.
+ * What main.c shares with the files that run the transfer (pipe.h lists
+ * them): the options main.c parses, and run_transfer (transfer.c).
  */
 
 #ifndef CURLPIPE_H

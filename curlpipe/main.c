@@ -4,7 +4,7 @@
  *
  * curlpipe: stream standard input to a URL as a request body and the
  * answer to standard output as it arrives.  This file: the options,
- * usage, exit statuses and every message (loop.c, which runs the
+ * usage, exit statuses and every message (transfer.c, which runs the
  * transfer, says why it failed and this file prints it).  Option
  * spellings are curl's, so that a curl command line carries over; the
  * curl options that name what curlpipe always does (-T -, -N,

@@ -1,0 +1,117 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * The answer as libcurl gives it: CURLOPT_HEADERFUNCTION notes whether
+ * the body is chunked and writes -D's copy of the headers;
+ * CURLOPT_WRITEFUNCTION puts the body in the output buffer, and pauses
+ * the download when that is full.
+ */
+
+#include <config.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "curlpipe.h"
+#include "pipe.h"
+
+/* Does s (len bytes) contain word, in any case (RFC 9110 7: transfer
+ * codings are case-insensitive)?
+ */
+static bool
+has_word (const char *s, size_t len, const char *word)
+{
+  size_t n = strlen (word), i;
+
+  for (i = 0; i + n <= len; i++)
+    if (strncasecmp (s + i, word, n) == 0)
+      return true;
+  return false;
+}
+
+/* Each header line of the answers: whether the body is chunked (see
+ * take_body), and with -D the line itself, to the file or to the
+ * answer's stream ("-"), as curl writes them.
+ */
+size_t
+header_cb (char *data, size_t size, size_t nmemb, void *opaque)
+{
+  struct pipe_state *st = opaque;
+  size_t len = size * nmemb;
+
+  if (len >= 5 && strncmp (data, "HTTP/", 5) == 0) {
+    st->chunked = false;
+    st->ch_state = CH_SIZE;
+    st->ch_left = 0;
+    st->ch_digits = 0;
+  }
+  else if (len > 18 && strncasecmp (data, "transfer-encoding:", 18) == 0 &&
+           has_word (data + 18, len - 18, "chunked"))
+    st->chunked = true;
+  if (st->opt->dump_header == NULL)
+    return len;
+  if (st->header_file != NULL) {
+    if (fwrite (data, 1, len, st->header_file) != len) {
+      snprintf (st->out_error, sizeof st->out_error, "-D: %s",
+                strerror (errno));
+      return 0;
+    }
+    return len;
+  }
+  if (len > st->out_size - st->out_len) {
+    snprintf (st->out_error, sizeof st->out_error, "-D -: headers too long");
+    return 0;
+  }
+  memcpy (st->out + st->out_len, data, len);
+  st->out_len += len;
+  return len;
+}
+
+size_t
+write_cb (char *data, size_t size, size_t nmemb, void *opaque)
+{
+  struct pipe_state *st = opaque;
+  size_t len = size * nmemb;
+  long code = 0;
+
+  /* With -f an error answer's body is a message for the user. */
+  if (!st->body_started) {
+    st->body_started = true;
+    curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (st->opt->fail && code >= 400) {
+      /* -D -'s headers, already buffered, still go to stdout. */
+      drain_output (st);
+      st->body_fd = STDERR_FILENO;
+    }
+    else if (!open_output (st))
+      return 0;
+  }
+
+  if (len > st->out_size - st->out_len) {
+    if (!flush_out (st))
+      return 0;
+    if (st->out_off > 0) {
+      memmove (st->out, st->out + st->out_off, st->out_len - st->out_off);
+      st->out_len -= st->out_off;
+      st->out_off = 0;
+    }
+    /* Standard output is not taking it: libcurl keeps the bytes and
+     * gives them again after the pause, and stops reading the socket.
+     */
+    if (len > st->out_size - st->out_len) {
+      st->recv_paused = true;
+      return CURL_WRITEFUNC_PAUSE;
+    }
+  }
+  take_body (st, data, len);
+  if (st->ch_bad) {
+    snprintf (st->errbuf, sizeof st->errbuf, "a malformed chunk size in "
+              "the answer");
+    return 0;
+  }
+  return len;
+}

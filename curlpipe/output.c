@@ -1,0 +1,85 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * The answer's bytes on their way out: the buffer write_cb fills
+ * (out[out_off..out_len)), written to standard output, -o's file or,
+ * with -f, standard error, as far as it takes them.
+ */
+
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "curlpipe.h"
+#include "pipe.h"
+
+/* Write what is buffered.  Returns false on an error (recorded). */
+bool
+flush_out (struct pipe_state *st)
+{
+  ssize_t n;
+
+  while (st->out_off < st->out_len) {
+    n = write (st->body_fd, st->out + st->out_off, st->out_len - st->out_off);
+    if (n == -1) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        break;
+      snprintf (st->out_error, sizeof st->out_error,
+                "writing the answer: %s", strerror (errno));
+      return false;
+    }
+    st->out_off += n;
+  }
+  if (st->out_off == st->out_len)
+    st->out_off = st->out_len = 0;
+  return true;
+}
+
+/* -o FILE is opened (and an existing one truncated) only when there is
+ * an answer to put in it: a transfer that fails before it leaves the
+ * file as it was.  False after recording an error.
+ */
+bool
+open_output (struct pipe_state *st)
+{
+  const char *name = st->opt->output;
+
+  if (st->out_fd >= 0)
+    return true;
+  st->out_fd = open (name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (st->out_fd == -1) {
+    snprintf (st->out_error, sizeof st->out_error, "%s: %s", name,
+              strerror (errno));
+    return false;
+  }
+  st->body_fd = st->out_fd;
+  return true;
+}
+
+/* Write what standard output has not taken yet, also after a failure:
+ * the bytes that did arrive are delivered.
+ */
+void
+drain_output (struct pipe_state *st)
+{
+  struct pollfd pfd;
+
+  while (st->out_error[0] == '\0' && st->out_len > 0) {
+    if (!flush_out (st))
+      break;
+    if (st->out_len > 0) {
+      pfd = (struct pollfd) { .fd = st->body_fd, .events = POLLOUT };
+      if (poll (&pfd, 1, -1) == -1 && errno != EINTR) {
+        snprintf (st->out_error, sizeof st->out_error,
+                  "writing the answer: poll: %s", strerror (errno));
+        break;
+      }
+    }
+  }
+}

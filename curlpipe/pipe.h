@@ -1,0 +1,141 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * What the files that run the transfer share: its state, and each
+ * file's functions that others call.  The calls go one way, from the
+ * top of this list down, never back:
+ *
+ *   transfer.c  run_transfer: the transfer from start to end
+ *   setup.c     the easy handle's options
+ *   loop.c      the event loop: poll, libcurl's sockets and timer
+ *   download.c  the header and write callbacks
+ *   upload.c    the read callback
+ *   status.c    the failure's message, the exit status, -w
+ *   framing.c   the answer's chunked framing, and where it ends
+ *   output.c    the answer's buffer and its writing
+ *   progress.c  the progress line
+ *   fdmodes.c   non-blocking standard input and output, signals
+ */
+
+#ifndef CURLPIPE_PIPE_H
+#define CURLPIPE_PIPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "curlpipe.h"
+
+/* Bigger than libcurl's 64 KiB upload and 16 KiB download defaults:
+ * fewer callbacks and system calls per byte in a bulk upload, and no
+ * cost to an interactive stream, which moves what is there.
+ */
+#define UPLOAD_BUFFER_SIZE (512 * 1024)
+#define DOWNLOAD_BUFFER_SIZE (256 * 1024)
+
+#define MAX_SOCKETS 8               /* one HTTP connection, and spares */
+
+struct pipe_state {
+  const struct options *opt;
+  char *msg;                    /* the failure, for main.c to print */
+  size_t msglen;
+  char *url;                    /* opt->url as messages show it */
+  CURL *easy;
+  int in_fd, out_fd;            /* out_fd: -1 until -o FILE is opened */
+  FILE *header_file;            /* -D FILE, NULL for none or "-" */
+
+  /* The answer's chunked framing, decoded here (see take_body). */
+  bool chunked;
+  enum { CH_SIZE, CH_EXT, CH_DATA, CH_DATA_END, CH_TRAILER_START,
+         CH_TRAILER, CH_DONE } ch_state;
+  uint64_t ch_left;
+  unsigned ch_digits;           /* of the size being read */
+  bool ch_bad;                  /* a chunk size libcurl will refuse */
+  curl_socket_t sock;           /* the connection, for answer_end */
+  bool in_stream;               /* standard input is a pipe or socket */
+  bool in_drained;              /* the last read took all there was */
+  bool in_blocking;             /* not O_NONBLOCK (a terminal, a file) */
+  bool error_unpaused;          /* see unpause_after_error */
+  bool in_eof;
+  bool send_paused, recv_paused;
+  /* Standard input's bytes held back while the answer that came during
+   * their read is taken first (see read_cb): held[held_off..held_len).
+   */
+  char *held;
+  size_t held_off, held_len;
+  bool answer_first;            /* holding them */
+  bool answer_read;             /* libcurl has read the socket since */
+  int body_fd;                  /* out_fd, or 2 for an error body (-f) */
+  bool body_started;
+
+  /* The answer's bytes not yet written: out[out_off..out_len). */
+  char *out;
+  size_t out_off, out_len, out_size;
+
+  /* libcurl's sockets (CURLMOPT_SOCKETFUNCTION) and timer. */
+  struct { curl_socket_t fd; short events; } socks[MAX_SOCKETS];
+  int nsocks;
+  long timer_ms;                /* -1: none */
+  struct timespec timer_set;
+
+  curl_off_t sent, received;
+  char in_error[128], out_error[128];
+  char errbuf[CURL_ERROR_SIZE];
+
+  bool progress;
+  struct timespec start, last_progress;
+};
+
+/* setup.c */
+extern bool setup (struct pipe_state *st, struct curl_slist **headers);
+
+/* loop.c */
+extern int socket_cb (CURL *easy, curl_socket_t fd, int what, void *opaque,
+                      void *socketp);
+extern int timer_cb (CURLM *multi, long timeout_ms, void *opaque);
+extern CURLcode drive (struct pipe_state *st, CURLM *multi);
+
+/* download.c */
+extern size_t header_cb (char *data, size_t size, size_t nmemb,
+                         void *opaque);
+extern size_t write_cb (char *data, size_t size, size_t nmemb, void *opaque);
+
+/* upload.c */
+extern bool answer_waiting (const struct pipe_state *st);
+extern size_t read_cb (char *buf, size_t size, size_t nitems, void *opaque);
+extern void check_upload_end (struct pipe_state *st);
+
+/* status.c */
+/* Record why the transfer failed (the first reason wins); main.c, which
+ * owns every message, prints it.
+ */
+extern void say (struct pipe_state *st, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+extern void write_out (const struct pipe_state *st, int status);
+extern int exit_status (struct pipe_state *st, CURLcode result);
+
+/* framing.c */
+extern void take_body (struct pipe_state *st, const char *p, size_t len);
+extern int answer_whole (const struct pipe_state *st);
+extern int answer_end (const struct pipe_state *st);
+
+/* output.c */
+extern bool flush_out (struct pipe_state *st);
+extern bool open_output (struct pipe_state *st);
+extern void drain_output (struct pipe_state *st);
+
+/* progress.c */
+extern double seconds_since (const struct timespec *t);
+extern void show_progress (struct pipe_state *st, bool last);
+
+/* fdmodes.c */
+extern void restore_flags (void);
+extern void make_nonblocking (int fd);
+extern void catch_signals (void);
+
+#endif /* CURLPIPE_PIPE_H */

@@ -1,0 +1,223 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * The easy handle's options: what the request carries, the callbacks,
+ * TLS, proxies, timeouts, and the upload's length when it is known.
+ */
+
+#include <config.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "curlpipe.h"
+#include "pipe.h"
+#include "secrets.h"
+
+/* -v: the exchange's headers and libcurl's notes on stderr, without
+ * secrets (common/secrets.c): verbose output gets pasted into bug
+ * reports.
+ */
+static void
+print_debug (const char *line, void *opaque)
+{
+  fprintf (stderr, "%s\n", line);
+}
+
+static int
+debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
+          void *opaque)
+{
+  show_debug (type, data, size, print_debug, NULL);
+  return 0;
+}
+
+/* The connection's socket, for answer_end. */
+static int
+sockopt_cb (void *opaque, curl_socket_t fd, curlsocktype purpose)
+{
+  struct pipe_state *st = opaque;
+
+  st->sock = fd;
+  return CURL_SOCKOPT_OK;
+}
+
+static const char *
+ca_bundle (const struct options *opt)
+{
+  if (opt->cacert)
+    return opt->cacert;
+  if (getenv ("CURL_CA_BUNDLE"))
+    return getenv ("CURL_CA_BUNDLE");
+  return getenv ("SSL_CERT_FILE");
+}
+
+/* The user's headers, then "Expect:" unless they gave one: waiting
+ * for 100 Continue would hold every byte for up to a second.  False
+ * when out of memory.
+ */
+static bool
+request_headers (const struct options *opt, struct curl_slist **headers)
+{
+  struct curl_slist *h, *u;
+
+  *headers = NULL;
+  for (u = opt->headers; u != NULL; u = u->next) {
+    h = curl_slist_append (*headers, u->data);
+    if (h == NULL)
+      return false;
+    *headers = h;
+  }
+  for (u = opt->headers; u != NULL; u = u->next)
+    if (strncasecmp (u->data, "expect:", 7) == 0)
+      break;
+  if (u == NULL) {
+    h = curl_slist_append (*headers, "Expect:");
+    if (h == NULL)
+      return false;
+    *headers = h;
+  }
+  return true;
+}
+
+/* Each option is set while the ones before it succeeded: rc holds the
+ * first failure.
+ */
+#define SET(o, v) \
+  if (rc == CURLE_OK) rc = curl_easy_setopt (e, o, v)
+
+/* The way to the server: TLS, keepalive, proxies, names. */
+static CURLcode
+set_connection (const struct options *opt, CURL *e)
+{
+  CURLcode rc = CURLE_OK;
+
+  if (opt->insecure) {
+    SET (CURLOPT_SSL_VERIFYPEER, 0L);
+    SET (CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  /* As curl does: --cacert, else $CURL_CA_BUNDLE, else $SSL_CERT_FILE
+   * (and $SSL_CERT_DIR), else libcurl's default.
+   */
+  if (ca_bundle (opt))
+    SET (CURLOPT_CAINFO, ca_bundle (opt));
+  if (opt->cacert == NULL && getenv ("SSL_CERT_DIR") != NULL)
+    SET (CURLOPT_CAPATH, getenv ("SSL_CERT_DIR"));
+  if (opt->cert)
+    SET (CURLOPT_SSLCERT, opt->cert);
+  if (opt->key)
+    SET (CURLOPT_SSLKEY, opt->key);
+  /* An idle tunnel behind a NAT would never notice a dead peer. */
+  SET (CURLOPT_TCP_KEEPALIVE, 1L);
+  SET (CURLOPT_TCP_KEEPIDLE, 60L);
+  SET (CURLOPT_TCP_KEEPINTVL, 60L);
+  /* Without -x, libcurl reads http_proxy, HTTPS_PROXY, NO_PROXY... */
+  if (opt->proxy)
+    SET (CURLOPT_PROXY, opt->proxy);
+  if (opt->noproxy)
+    SET (CURLOPT_NOPROXY, opt->noproxy);
+  if (opt->proxy_userpwd)
+    SET (CURLOPT_PROXYUSERPWD, opt->proxy_userpwd);
+  if (opt->resolve)
+    SET (CURLOPT_RESOLVE, opt->resolve);
+  if (opt->connect_to)
+    SET (CURLOPT_CONNECT_TO, opt->connect_to);
+  return rc;
+}
+
+/* A regular file's remaining length is known: Content-Length.
+ * Anything else is sent chunked (HTTP/1.1) as it comes, unless the
+ * user gave the length (S3, Azure and some WebDAV servers refuse
+ * chunked bodies).
+ */
+static CURLcode
+set_upload_size (const struct pipe_state *st, CURL *e)
+{
+  struct stat sb;
+  off_t pos;
+  CURLcode rc = CURLE_OK;
+
+  if (st->opt->upload_size >= 0) {
+    SET (CURLOPT_INFILESIZE_LARGE, st->opt->upload_size);
+  }
+  else if (fstat (st->in_fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
+    pos = lseek (st->in_fd, 0, SEEK_CUR);
+    if (pos >= 0 && pos <= sb.st_size)
+      SET (CURLOPT_INFILESIZE_LARGE, (curl_off_t) (sb.st_size - pos));
+  }
+  return rc;
+}
+
+/* Options of the transfer; false after reporting a failure. */
+bool
+setup (struct pipe_state *st, struct curl_slist **headers)
+{
+  const struct options *opt = st->opt;
+  CURL *e = st->easy;
+  CURLcode rc = CURLE_OK;
+
+  if (!request_headers (opt, headers)) {
+    say (st, "out of memory");
+    return false;
+  }
+
+  SET (CURLOPT_URL, opt->url);
+  SET (CURLOPT_ERRORBUFFER, st->errbuf);
+  SET (CURLOPT_NOSIGNAL, 1L);
+  SET (CURLOPT_UPLOAD, 1L);
+  if (opt->method)
+    SET (CURLOPT_CUSTOMREQUEST, opt->method);
+  SET (CURLOPT_HTTPHEADER, *headers);
+  SET (CURLOPT_READFUNCTION, read_cb);
+  SET (CURLOPT_READDATA, st);
+  SET (CURLOPT_WRITEFUNCTION, write_cb);
+  SET (CURLOPT_WRITEDATA, st);
+  SET (CURLOPT_UPLOAD_BUFFERSIZE, (long) UPLOAD_BUFFER_SIZE);
+  SET (CURLOPT_BUFFERSIZE, (long) DOWNLOAD_BUFFER_SIZE);
+  SET (CURLOPT_PROTOCOLS_STR, "http,https");
+  if (opt->userpwd)
+    SET (CURLOPT_USERPWD, opt->userpwd);
+  SET (CURLOPT_USERAGENT, opt->user_agent ? opt->user_agent
+       : "curlpipe/" PACKAGE_VERSION);
+  if (rc == CURLE_OK)
+    rc = set_connection (opt, e);
+  if (opt->limit_rate) {
+    SET (CURLOPT_MAX_SEND_SPEED_LARGE, opt->limit_rate);
+    SET (CURLOPT_MAX_RECV_SPEED_LARGE, opt->limit_rate);
+  }
+  SET (CURLOPT_HEADERFUNCTION, header_cb);
+  SET (CURLOPT_HEADERDATA, st);
+  SET (CURLOPT_HTTP_TRANSFER_DECODING, 0L);   /* see take_body */
+  SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
+  SET (CURLOPT_SOCKOPTDATA, st);
+  /* HTTP/1.1 unless --http2, also over TLS: over HTTP/2 libcurl 7.88
+   * gives no sign that the answer's stream has ended while the upload
+   * waits for standard input, so a tunnel whose far end went away would
+   * not end (see answer_over).
+   */
+  SET (CURLOPT_HTTP_VERSION, opt->http_version != CURL_HTTP_VERSION_NONE
+       ? opt->http_version : CURL_HTTP_VERSION_1_1);
+  if (opt->connect_timeout_ms)
+    SET (CURLOPT_CONNECTTIMEOUT_MS, opt->connect_timeout_ms);
+  if (opt->max_time_ms)
+    SET (CURLOPT_TIMEOUT_MS, opt->max_time_ms);
+  if (opt->unix_socket)
+    SET (CURLOPT_UNIX_SOCKET_PATH, opt->unix_socket);
+  if (opt->verbose) {
+    SET (CURLOPT_VERBOSE, 1L);
+    SET (CURLOPT_DEBUGFUNCTION, debug_cb);
+  }
+  if (rc == CURLE_OK)
+    rc = set_upload_size (st, e);
+  if (rc != CURLE_OK) {
+    say (st, "%s: %s", st->url, curl_easy_strerror (rc));
+    return false;
+  }
+  return true;
+}
+
+#undef SET

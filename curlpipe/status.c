@@ -1,0 +1,149 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * The transfer's outcome: why it failed (say, for main.c to print),
+ * its exit status, and -w's report.
+ */
+
+#include <config.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "curlpipe.h"
+#include "pipe.h"
+#include "secrets.h"
+
+void
+say (struct pipe_state *st, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (st->msg[0] != '\0')
+    return;
+  va_start (ap, fmt);
+  vsnprintf (st->msg, st->msglen, fmt, ap);
+  va_end (ap);
+}
+
+/* -w: curl's %{variable} names for what users of a streaming upload
+ * check, and \n, \r, \t.  Printed to standard output after the answer.
+ */
+void
+write_out (const struct pipe_state *st, int status)
+{
+  const char *p = st->opt->write_out, *end;
+  curl_off_t n;
+  long code = 0;
+  double secs = 0;
+  size_t len;
+
+  for (; *p; p++) {
+    if (*p == '\\' && p[1] && strchr ("nrt\\", p[1])) {
+      p++;
+      putchar (*p == 'n' ? '\n' : *p == 'r' ? '\r' : *p == 't' ? '\t' : '\\');
+      continue;
+    }
+    end = strncmp (p, "%{", 2) == 0 ? strchr (p, '}') : NULL;
+    if (end == NULL) {
+      putchar (*p);
+      continue;
+    }
+    p += 2;
+    len = end - p;
+#define IS(name) (len == strlen (name) && strncmp (p, name, len) == 0)
+    if (IS ("http_code") || IS ("response_code")) {
+      curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
+      printf ("%03ld", code);
+    }
+    else if (IS ("size_upload") || IS ("size_download")) {
+      curl_easy_getinfo (st->easy, IS ("size_upload")
+                         ? CURLINFO_SIZE_UPLOAD_T : CURLINFO_SIZE_DOWNLOAD_T,
+                         &n);
+      printf ("%" CURL_FORMAT_CURL_OFF_T, n);
+    }
+    else if (IS ("time_total")) {
+      curl_easy_getinfo (st->easy, CURLINFO_TOTAL_TIME, &secs);
+      printf ("%.6f", secs);
+    }
+    else if (IS ("exitcode"))
+      printf ("%d", status);
+    else if (IS ("url"))
+      printf ("%s", st->url);
+    else
+      printf ("%%{%.*s}", (int) len, p);
+#undef IS
+    p = end;
+  }
+  fflush (stdout);
+}
+
+/* libcurl quotes a proxy URL it cannot use, password and all. */
+static void
+hide_proxy (struct pipe_state *st)
+{
+  const char *proxy = st->opt->proxy;
+  char copy[CURL_ERROR_SIZE], *at, *shown;
+  size_t n;
+
+  if (proxy == NULL || proxy[0] == '\0')
+    return;
+  at = strstr (st->errbuf, proxy);
+  if (at == NULL)
+    return;
+  shown = shown_url (proxy);
+  n = strlen (proxy);
+  snprintf (copy, sizeof copy, "%.*s%s%s", (int) (at - st->errbuf),
+            st->errbuf, shown ? shown : "(the proxy)", at + n);
+  snprintf (st->errbuf, sizeof st->errbuf, "%s", copy);
+  free (shown);
+}
+
+/* The exit status for the transfer's result, and its message: curl's
+ * exit status for the same failure is its CURLcode.
+ */
+int
+exit_status (struct pipe_state *st, CURLcode result)
+{
+  long code = 0;
+
+  if (st->in_error[0]) {
+    say (st, "%s: %s", st->url, st->in_error);
+    return EXIT_READ;
+  }
+  /* As curl's -f, an error status counts before whatever came after
+   * it (a proxy's 407 and then a reset).
+   */
+  curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
+  if (st->opt->fail && code >= 400) {
+    say (st, "%s: the server answered HTTP %ld", st->url, code);
+    return EXIT_HTTP;
+  }
+  if (st->out_error[0]) {
+    say (st, "%s: %s", st->url, st->out_error);
+    return EXIT_WRITE;
+  }
+  if (st->ch_bad) {
+    say (st, "%s: %s", st->url, st->errbuf);
+    return CURLE_RECV_ERROR;
+  }
+  /* The server ended a whole answer and closed while more was being
+   * sent: the exchange is done, as for curl.
+   */
+  if (result == CURLE_SEND_ERROR && answer_whole (st) == 1)
+    result = CURLE_OK;
+  if (result != CURLE_OK) {
+    hide_proxy (st);
+    /* The error buffer says more than curl_easy_strerror, when set. */
+    say (st, "%s: %s%s%s%s", st->url,
+         st->errbuf[0] ? st->errbuf : curl_easy_strerror (result),
+         st->opt->unix_socket ? " (through the Unix socket " : "",
+         st->opt->unix_socket ? st->opt->unix_socket : "",
+         st->opt->unix_socket ? ")" : "");
+    return result;
+  }
+  return EXIT_OK;
+}

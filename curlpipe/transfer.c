@@ -1,0 +1,162 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * run_transfer: the transfer from start to end.  It opens the streams,
+ * sets up the easy handle (setup.c), drives it (loop.c) and reports the
+ * outcome (status.c); what happens while it runs is in loop.c's top
+ * comment.
+ */
+
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "curlpipe.h"
+#include "pipe.h"
+#include "secrets.h"
+
+/* The answer is gathered while libcurl decodes what one read from the
+ * socket brought, and written to standard output in one write: the
+ * streaming echo sends a 64 KiB block as four chunks, which were four
+ * writes.
+ */
+#define OUT_BUFFER_SIZE (1024 * 1024)
+
+/* Standard input and output, -D's file. */
+static bool
+open_streams (struct pipe_state *st)
+{
+  const struct options *opt = st->opt;
+  struct stat sb;
+
+  if (opt->output != NULL && strcmp (opt->output, "-") != 0)
+    st->out_fd = -1;            /* see open_output */
+  st->body_fd = st->out_fd;
+  /* -D - goes with the body, unless that goes to a file. */
+  if (opt->dump_header && strcmp (opt->dump_header, "-") == 0 &&
+      st->out_fd == -1)
+    st->header_file = stdout;
+  else if (opt->dump_header && strcmp (opt->dump_header, "-") != 0) {
+    st->header_file = fopen (opt->dump_header, "we");
+    if (st->header_file == NULL) {
+      snprintf (st->out_error, sizeof st->out_error, "-D %s: %s",
+                opt->dump_header, strerror (errno));
+      return false;
+    }
+  }
+  make_nonblocking (st->in_fd);
+  if (st->out_fd >= 0)
+    make_nonblocking (st->out_fd);
+  st->in_blocking = !(fcntl (st->in_fd, F_GETFL) & O_NONBLOCK);
+  st->in_stream = fstat (st->in_fd, &sb) == 0 &&
+    (S_ISFIFO (sb.st_mode) || S_ISSOCK (sb.st_mode));
+  return true;
+}
+
+/* Open the streams, set up the easy handle, drive it to its end and
+ * deliver the answer; CURLE_FAILED_INIT (with the reason recorded) when
+ * it could not start.
+ */
+static CURLcode
+transfer (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
+{
+  const struct options *opt = st->opt;
+  CURLcode result;
+
+  if (!open_streams (st) || !setup (st, headers))
+    return CURLE_FAILED_INIT;
+  curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+  curl_multi_setopt (multi, CURLMOPT_SOCKETDATA, st);
+  curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+  curl_multi_setopt (multi, CURLMOPT_TIMERDATA, st);
+  curl_multi_add_handle (multi, st->easy);
+  result = drive (st, multi);
+  show_progress (st, true);
+  if (result == CURLE_OK)
+    check_upload_end (st);
+  /* An answer with no body still makes the -o file, as curl does. */
+  if (result == CURLE_OK && opt->output && st->out_error[0] == '\0' &&
+      !(opt->fail && st->body_fd == STDERR_FILENO))
+    open_output (st);
+  drain_output (st);
+  return result;
+}
+
+/* -D's file and -o's file: a failure to close one is a write error,
+ * unless the transfer has failed already.  Returns the exit status.
+ */
+static int
+close_files (struct pipe_state *st, int status)
+{
+  const struct options *opt = st->opt;
+
+  if (st->header_file != NULL &&
+      (st->header_file == stdout ? fflush (stdout) : fclose (st->header_file))
+      == EOF && status == EXIT_OK) {
+    say (st, "-D %s: %s", opt->dump_header, strerror (errno));
+    status = EXIT_WRITE;
+  }
+  if (st->out_fd > STDERR_FILENO && close (st->out_fd) == -1 &&
+      status == EXIT_OK) {
+    say (st, "%s: %s", opt->output, strerror (errno));
+    status = EXIT_WRITE;
+  }
+  return status;
+}
+
+int
+run_transfer (const struct options *opt, char *msg, size_t msglen)
+{
+  struct pipe_state st = {
+    .opt = opt, .msg = msg, .msglen = msglen,
+    .in_fd = STDIN_FILENO, .out_fd = STDOUT_FILENO, .timer_ms = -1,
+    .sock = CURL_SOCKET_BAD,
+  };
+  struct curl_slist *headers = NULL;
+  CURLM *multi = NULL;
+  CURLcode result = CURLE_FAILED_INIT;
+  int status;
+
+  st.url = shown_url (opt->url);
+  st.out_size = OUT_BUFFER_SIZE;
+  st.out = malloc (st.out_size);
+  st.easy = curl_easy_init ();
+  multi = curl_multi_init ();
+  if (st.url == NULL || st.out == NULL || st.easy == NULL || multi == NULL) {
+    say (&st, "out of memory");
+    status = EXIT_NOMEM;
+    goto out;
+  }
+  catch_signals ();
+  st.progress = !opt->silent && isatty (STDERR_FILENO);
+  clock_gettime (CLOCK_MONOTONIC, &st.start);
+  st.last_progress = st.start;
+
+  result = transfer (&st, multi, &headers);
+  status = exit_status (&st, result);
+  if (st.msg[0] == '\0' && status != EXIT_OK)
+    say (&st, "%s: %s", st.url, curl_easy_strerror (result));
+
+ out:
+  if (multi && st.easy)
+    curl_multi_remove_handle (multi, st.easy);
+  restore_flags ();
+  if (opt->write_out && st.easy)
+    write_out (&st, status);
+  curl_easy_cleanup (st.easy);
+  curl_multi_cleanup (multi);
+  curl_slist_free_all (headers);
+  free (st.out);
+  free (st.held);
+  status = close_files (&st, status);
+  free (st.url);
+  return status;
+}
