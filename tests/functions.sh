@@ -117,6 +117,21 @@ nbdsh ()
   timeout "$client_timeout" "$PYTHON_NBD" -m nbd "$@"
 }
 
+# slow_reads N: N reads of 4 KiB from $uri, 64 KiB apart and 0.5 s apart
+# (so spread over N/2 s), each compared with $image's bytes.
+slow_reads ()
+{
+  FILE=$image N=$1 nbdsh -u "$uri" -c '
+import os, time
+data = open(os.environ["FILE"], "rb").read()
+for i in range(int(os.environ["N"])):
+    off = i * 65536
+    assert h.pread(4096, off) == data[off:off + 4096], "read %d differs" % i
+    time.sleep(0.5)
+h.shutdown()
+'
+}
+
 # ----------------------------------------------------------------------
 # Private directory, process bookkeeping, cleanup.
 

@@ -39,15 +39,7 @@ record="exec $PYTHON $tmp/record.py"
 start_nbdkit fds -r "$PLUGIN" "$url" connections=4 header-script-renew=1 \
   "header-script=$record header $tmp/fds" \
   "cookie-script=$record cookie $tmp/fds"
-FILE=$image nbdsh -u "$uri" -c '
-import os, time
-data = open(os.environ["FILE"], "rb").read()
-for i in range(6):
-    off = i * 65536
-    assert h.pread(4096, off) == data[off:off + 4096], "read %d differs" % i
-    time.sleep(0.5)
-h.shutdown()
-' || fail "reads with the scripts failed"
+slow_reads 6 || fail "reads with the scripts failed"
 stop_nbdkit fds
 
 runs=$(ls "$tmp/fds" | grep -c '^fds\.header\.' || true)
