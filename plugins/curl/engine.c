@@ -263,35 +263,6 @@ debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
   return 0;
 }
 
-/* A validator goes back to the server in If-Match or
- * If-Unmodified-Since, so one with control characters (a CR would end
- * that header and start another of the server's choosing) or a NUL is
- * never kept, only noted as unusable.  So is one longer than the field
- * (a truncated ETag would compare equal to a different one, and an
- * absent one would not be compared at all), and a second one that
- * differs from the first (which is meant cannot be known).  While reads
- * are pinned, an answer with an unusable validator is refused.
- */
-static void
-copy_validator (struct xfer *x, char *dst, size_t dstlen, const char *v,
-                size_t len)
-{
-  size_t i;
-
-  for (i = 0; i < len; i++) {
-    if ((unsigned char) v[i] < 0x20 || v[i] == 0x7f) {
-      x->a.bad_validator = true;
-      return;
-    }
-  }
-  if (len >= dstlen || (dst[0] && (strlen (dst) != len ||
-                                   memcmp (dst, v, len) != 0))) {
-    x->a.bad_validator = true;
-    return;
-  }
-  memcpy (dst, v, len + 1);
-}
-
 /* The answer's body carries none of the object's bytes: it is read (to
  * keep the connection) up to MAX_IGNORED_BODY bytes, and such bodies for
  * at most timeout= seconds in all in one try (a chain of redirects with
@@ -434,56 +405,8 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     end--;
   *end = '\0';
   vlen = end - v;
-  /* Which of two different Content-Range or Content-Length headers is
-   * meant cannot be known (RFC 9112 6.3 makes the second case an error),
-   * so neither is used.  The same value twice is harmless.
-   */
-  if (strcasecmp (line, "content-length") == 0) {
-    int64_t n = parse_number (v, NULL);
-
-    if (x->a.cl_seen && (n == -1 || x->a.content_length != n))
-      x->a.framing_twice = true;
-    x->a.cl_seen = true;
-    x->a.content_length = n;
-  }
-  else if (strcasecmp (line, "content-range") == 0) {
-    struct answer *a = &x->a;
-    const char *p;
-    uint64_t first = a->cr_first, last = a->cr_last;
-    int64_t total = a->cr_total;
-    bool had = a->has_content_range;
-
-    a->has_content_range = parse_content_range (v, &a->cr_first,
-                                                &a->cr_last, &a->cr_total);
-    if (a->cr_seen &&
-        !(had && a->has_content_range && a->cr_first == first &&
-          a->cr_last == last && a->cr_total == total))
-      a->framing_twice = true;
-    a->cr_seen = true;
-    if (strncasecmp (v, "bytes */", 8) == 0) {
-      a->unsatisfied_total = parse_number (v + 8, &p);
-      if (a->unsatisfied_total >= 0 && *p != '\0')
-        a->unsatisfied_total = -1;
-    }
-    else if (!a->has_content_range)
-      nbdkit_debug ("%s: ignoring a malformed Content-Range", x->what);
-  }
-  else if (strcasecmp (line, "content-type") == 0) {
-    if (!parse_multipart_type (v, x->a.boundary, sizeof x->a.boundary))
-      x->a.boundary[0] = '\0';
-  }
-  else if (strcasecmp (line, "retry-after") == 0) {
-    /* Seconds; an HTTP-date is left to the backoff. */
-    int64_t secs = parse_number (v, NULL);
-    if (secs >= 0)
-      x->a.retry_after_ms = secs > MAX_RETRY_DELAY_MS / 1000
-        ? MAX_RETRY_DELAY_MS : (unsigned) secs * 1000;
-  }
-  else if (strcasecmp (line, "etag") == 0)
-    copy_validator (x, x->a.etag, sizeof x->a.etag, v, vlen);
-  else if (strcasecmp (line, "last-modified") == 0)
-    copy_validator (x, x->a.last_modified, sizeof x->a.last_modified, v,
-                    vlen);
+  if (!answer_header (&x->a, line, v, vlen))
+    nbdkit_debug ("%s: ignoring a malformed Content-Range", x->what);
   return size * nmemb;
 }
 

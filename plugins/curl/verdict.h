@@ -39,7 +39,8 @@ struct asked {
 
 /* What came back, as far as it has arrived: the header facts of the
  * last header block, what the body did, and at the end (complete) how
- * the transfer ended.  answer_reset starts a new header block.
+ * the transfer ended.  answer_reset starts a new header block, and
+ * answer_header takes in each of its lines.
  */
 #define VALIDATOR_SIZE 256
 #define LAST_MODIFIED_SIZE 64
@@ -59,7 +60,7 @@ struct answer {
   char location[8192];          /* "" if too long or with a NUL */
   char etag[VALIDATOR_SIZE];    /* "" when absent */
   char last_modified[LAST_MODIFIED_SIZE];
-  bool bad_validator;           /* unusable: see engine.c copy_validator */
+  bool bad_validator;           /* unusable: see copy_validator */
   unsigned retry_after_ms;      /* from Retry-After, 0 if none */
 
   /* The body. */
@@ -79,6 +80,8 @@ struct answer {
 };
 
 extern void answer_reset (struct answer *a);
+extern bool answer_header (struct answer *a, const char *name,
+                           const char *v, size_t vlen);
 
 enum verdict {
   VERDICT_OK,                   /* the bytes asked for (so far) */
