@@ -55,10 +55,72 @@
 #include "verdict.h"
 
 /* -D curl.verbose=1: show the HTTP exchange, secrets masked.
- * -D curl.times=1: one debug line per request with its latency.
+ * -D curl.times=1: at unload, the time all requests spent in each of
+ * libcurl's phases (see times_add).
+ * -D curl.requests=1: one debug line per request with its latency.
  */
 NBDKIT_DLL_PUBLIC int curl_debug_verbose = 0;
 NBDKIT_DLL_PUBLIC int curl_debug_times = 0;
+NBDKIT_DLL_PUBLIC int curl_debug_requests = 0;
+
+/* libcurl's phase times (CURLINFO_*_TIME_T, microseconds from the start
+ * of each exchange), summed over all exchanges.  Requests run in many
+ * threads at once, hence the lock.
+ */
+static const struct {
+  CURLINFO info;
+  const char *name;
+} phases[] = {
+  { CURLINFO_NAMELOOKUP_TIME_T, "name resolution" },
+  { CURLINFO_CONNECT_TIME_T, "connect" },
+  { CURLINFO_APPCONNECT_TIME_T, "app connect (TLS)" },
+  { CURLINFO_PRETRANSFER_TIME_T, "pre-transfer" },
+  { CURLINFO_STARTTRANSFER_TIME_T, "start-transfer" },
+  { CURLINFO_TOTAL_TIME_T, "total" },
+  { CURLINFO_REDIRECT_TIME_T, "redirect" },
+};
+#define NR_PHASES (sizeof phases / sizeof phases[0])
+
+static struct {
+  pthread_mutex_t lock;
+  uint64_t exchanges;
+  uint64_t us[NR_PHASES];
+} times = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* After each exchange on e. */
+static void
+times_add (CURL *e)
+{
+  curl_off_t us[NR_PHASES] = { 0 };
+  unsigned i;
+
+  for (i = 0; i < NR_PHASES; i++)
+    if (curl_easy_getinfo (e, phases[i].info, &us[i]) != CURLE_OK ||
+        us[i] < 0)
+      us[i] = 0;
+  LOCK_FOR_SCOPE (&times.lock);
+  times.exchanges++;
+  for (i = 0; i < NR_PHASES; i++)
+    times.us[i] += us[i];
+}
+
+/* At unload: the sums, as libcurl measures each phase, from the start
+ * of the exchange to its end (so connect includes name resolution).
+ * Redirects are followed here, one exchange per hop, so libcurl's
+ * redirect time stays 0.
+ */
+static void
+times_print (void)
+{
+  unsigned i;
+  LOCK_FOR_SCOPE (&times.lock);
+
+  nbdkit_debug ("times (-D curl.times=1): %" PRIu64 " exchanges, "
+                "cumulative from the start of each", times.exchanges);
+  for (i = 0; i < NR_PHASES; i++)
+    nbdkit_debug ("%-20s %" PRIu64 ".%06" PRIu64 " s", phases[i].name,
+                  times.us[i] / 1000000, times.us[i] % 1000000);
+}
 
 /* libcurl's default receive buffer is 16 KiB; a bigger one means fewer
  * write callbacks and fewer read(2) calls for the 256 KiB requests that
@@ -240,6 +302,8 @@ engine_unload (void)
 {
   unsigned i;
 
+  if (curl_debug_times)
+    times_print ();
   pinned = serving = pin_by_etag = false;
   if (share != NULL)
     curl_share_cleanup (share);
@@ -808,7 +872,9 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
                     !trusted ? NULL : cookie ? cookie : cfg.cookie);
 
   rc = curl_easy_perform (e);
-  if (curl_debug_times) {
+  if (curl_debug_times)
+    times_add (e);
+  if (curl_debug_requests) {
     curl_easy_getinfo (e, CURLINFO_TOTAL_TIME_T, &usecs);
     nbdkit_debug ("%s %s: %" PRIu64 "+%" PRIu32 " in %u ranges: HTTP %ld: "
                   "%" PRIi64 " us", x->what, cfg.shown_url, x->offset, x->count,
