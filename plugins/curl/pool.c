@@ -15,8 +15,8 @@
  * its read queued and a handle free takes the whole queue (up to
  * MAX_BATCH reads) and asks for all of it in one request, then wakes
  * the threads whose reads it carried.  With nothing queued that is one
- * read per request, as before; under load (a client with many requests
- * in flight) it is one request per batch.  Reads that touch or overlap
+ * read per request; under load (a client with many requests in flight)
+ * it is one request per batch.  Reads that touch or overlap
  * are merged into one range; separate ranges go in one multi-range
  * request ("Range: bytes=A-B,C-D"), answered as multipart/byteranges.
  * The cost of an HTTP request is mostly per request, not per byte:
