@@ -599,41 +599,18 @@ close_cb (void *opaque, curl_socket_t sock)
   return close (sock);
 }
 
-/* Options that every request on a handle shares. */
-static int
-setup_handle (struct conn *c)
-{
-  CURL *e = c->easy;
-  CURLcode rc = CURLE_OK;
-
+/* curl_easy_setopt on e, until one fails: rc says which. */
 #define SET(opt, val) \
   if (rc == CURLE_OK) rc = curl_easy_setopt (e, opt, val)
 
-  SET (CURLOPT_ERRORBUFFER, c->errbuf);
-  SET (CURLOPT_URL, cfg.url);
-  SET (CURLOPT_NOSIGNAL, 1L);
-  SET (CURLOPT_SHARE, share);
-  SET (CURLOPT_PROTOCOLS_STR, cfg.protocols);
-  /* attempt follows redirects itself (see follow). */
-  SET (CURLOPT_FOLLOWLOCATION, 0L);
-  /* Through a proxy, an https URL's answer is preceded by the proxy's
-   * "200 Connection established": not the answer to check.
-   */
-  SET (CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-  /* HTTP/1.1 by default (http-version= changes it), even where the
-   * server offers HTTP/2 over TLS: each handle
-   * owns its connection, so multiplexing gains nothing, and libcurl
-   * 7.88's HTTP/2 receive path cost a third of the throughput here
-   * (bench/run seq-r-h2 against seq-r-https, 1 GiB: 2.73 s vs 1.98 s).
-   */
-  SET (CURLOPT_HTTP_VERSION, cfg.http_version);
-  SET (CURLOPT_BUFFERSIZE, (long) RECV_BUFFER_SIZE);
-  SET (CURLOPT_CONNECTTIMEOUT, (long) cfg.timeout);
-  /* A stall, not a slow but moving transfer, is what timeout= bounds:
-   * a healthy 32 MiB request on a slow link may take longer than that.
-   */
-  SET (CURLOPT_LOW_SPEED_LIMIT, 1L);
-  SET (CURLOPT_LOW_SPEED_TIME, (long) cfg.timeout);
+/* The user's choices of how to reach the server: TLS, identity,
+ * cookies, proxy, TCP and name resolution.
+ */
+static CURLcode
+set_transport (CURL *e)
+{
+  CURLcode rc = CURLE_OK;
+
   SET (CURLOPT_SSL_VERIFYPEER, cfg.sslverify ? 1L : 0L);
   SET (CURLOPT_SSL_VERIFYHOST, cfg.sslverify ? 2L : 0L);
   if (cfg.cainfo)
@@ -665,6 +642,43 @@ setup_handle (struct conn *c)
   if (cfg.resolve)
     SET (CURLOPT_RESOLVE, cfg.resolve);
   SET (CURLOPT_IPRESOLVE, cfg.ipresolve);
+  return rc;
+}
+
+/* Options that every request on a handle shares. */
+static int
+setup_handle (struct conn *c)
+{
+  CURL *e = c->easy;
+  CURLcode rc = CURLE_OK;
+
+  SET (CURLOPT_ERRORBUFFER, c->errbuf);
+  SET (CURLOPT_URL, cfg.url);
+  SET (CURLOPT_NOSIGNAL, 1L);
+  SET (CURLOPT_SHARE, share);
+  SET (CURLOPT_PROTOCOLS_STR, cfg.protocols);
+  /* attempt follows redirects itself (see follow). */
+  SET (CURLOPT_FOLLOWLOCATION, 0L);
+  /* Through a proxy, an https URL's answer is preceded by the proxy's
+   * "200 Connection established": not the answer to check.
+   */
+  SET (CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+  /* HTTP/1.1 by default (http-version= changes it), even where the
+   * server offers HTTP/2 over TLS: each handle
+   * owns its connection, so multiplexing gains nothing, and libcurl
+   * 7.88's HTTP/2 receive path cost a third of the throughput here
+   * (bench/run seq-r-h2 against seq-r-https, 1 GiB: 2.73 s vs 1.98 s).
+   */
+  SET (CURLOPT_HTTP_VERSION, cfg.http_version);
+  SET (CURLOPT_BUFFERSIZE, (long) RECV_BUFFER_SIZE);
+  SET (CURLOPT_CONNECTTIMEOUT, (long) cfg.timeout);
+  /* A stall, not a slow but moving transfer, is what timeout= bounds:
+   * a healthy 32 MiB request on a slow link may take longer than that.
+   */
+  SET (CURLOPT_LOW_SPEED_LIMIT, 1L);
+  SET (CURLOPT_LOW_SPEED_TIME, (long) cfg.timeout);
+  if (rc == CURLE_OK)
+    rc = set_transport (e);
   SET (CURLOPT_HTTPHEADER, cfg.headers);
   SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
   SET (CURLOPT_SOCKOPTDATA, c);
@@ -680,7 +694,6 @@ setup_handle (struct conn *c)
     SET (CURLOPT_VERBOSE, 1L);
     SET (CURLOPT_DEBUGFUNCTION, debug_cb);
   }
-#undef SET
 
   if (rc != CURLE_OK) {
     nbdkit_error ("curl_easy_setopt: %s: %s", curl_easy_strerror (rc),
@@ -689,6 +702,8 @@ setup_handle (struct conn *c)
   }
   return 0;
 }
+
+#undef SET
 
 /* A new handle, set up for the URL; the pool decides when. */
 struct conn *
@@ -797,29 +812,17 @@ range_list (char *dst, size_t size, const struct span *spans, unsigned n)
                      i > 0 ? "," : "", spans[i].first, spans[i].last);
 }
 
-/* One exchange of the request on handle c with the server at url:
- * 0, or -1 with x->v a failure and x->why set (or the error reported,
- * x->reported).  Only where trusted does it carry the user's
- * credentials, cookie and headers.
+/* A new exchange of x: a fresh answer, and what this hop asks (the
+ * validator it carries is the one its answer must have).
  */
-static int
-exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
+static void
+begin_exchange (struct xfer *x)
 {
-  CURL *e = c->easy;
-  CURLcode rc;
-  char range[MAX_SPANS * 42];
-  CLEANUP_SLIST struct curl_slist *headers = NULL;
-  CLEANUP_FREE char *cookie = NULL;
-  curl_off_t usecs = 0;
-
   answer_reset (&x->a);
   x->v = VERDICT_OK;
   x->why[0] = '\0';
   x->sent = 0;
   x->reported = false;
-  /* What this hop asks: the validator it carries is the one its answer
-   * must have.
-   */
   x->q.serving = serving;
   {
     LOCK_FOR_SCOPE (&pin_lock);
@@ -827,16 +830,18 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
   }
   x->q.pin_by_etag = pin_by_etag;
   x->q.pin_value = pin_by_etag ? object.etag : object.last_modified;
-  /* These report their own errors. */
-  if (request_headers (x, trusted, &headers) == -1 ||
-      (trusted && script_cookie (&cookie) == -1)) {
-    x->v = VERDICT_REFUSED;
-    x->reported = true;
-    return -1;
-  }
+}
 
-  x->conn = c;
-  c->errbuf[0] = '\0';
+/* Set handle e up to send x to url, with these request headers and
+ * cookie; the user's credentials only where trusted.  libcurl copies
+ * the strings, not the list.
+ */
+static void
+set_request (CURL *e, struct xfer *x, const char *url,
+             struct curl_slist *headers, const char *cookie, bool trusted)
+{
+  char range[MAX_SPANS * 42];
+
   curl_easy_setopt (e, CURLOPT_URL, url);
   curl_easy_setopt (e, CURLOPT_HEADERDATA, x);
   curl_easy_setopt (e, CURLOPT_WRITEDATA, x);
@@ -862,15 +867,40 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
     break;
   }
   curl_easy_setopt (e, CURLOPT_HTTPHEADER, headers);
-  /* libcurl copies the strings.  NULL sends none (the URL's own
-   * user:password@ still counts).
-   */
+  /* NULL sends none (the URL's own user:password@ still counts). */
   curl_easy_setopt (e, CURLOPT_USERNAME, trusted ? cfg.user : NULL);
   curl_easy_setopt (e, CURLOPT_PASSWORD, trusted ? cfg.password : NULL);
   curl_easy_setopt (e, CURLOPT_AWS_SIGV4, trusted ? cfg.aws_sigv4 : NULL);
   curl_easy_setopt (e, CURLOPT_COOKIE,
                     !trusted ? NULL : cookie ? cookie : cfg.cookie);
+}
 
+/* One exchange of the request on handle c with the server at url:
+ * 0, or -1 with x->v a failure and x->why set (or the error reported,
+ * x->reported).  Only where trusted does it carry the user's
+ * credentials, cookie and headers.
+ */
+static int
+exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
+{
+  CURL *e = c->easy;
+  CURLcode rc;
+  CLEANUP_SLIST struct curl_slist *headers = NULL;
+  CLEANUP_FREE char *cookie = NULL;
+  curl_off_t usecs = 0;
+
+  begin_exchange (x);
+  /* These report their own errors. */
+  if (request_headers (x, trusted, &headers) == -1 ||
+      (trusted && script_cookie (&cookie) == -1)) {
+    x->v = VERDICT_REFUSED;
+    x->reported = true;
+    return -1;
+  }
+
+  x->conn = c;
+  c->errbuf[0] = '\0';
+  set_request (e, x, url, headers, cookie, trusted);
   rc = curl_easy_perform (e);
   if (curl_debug_times)
     times_add (e);

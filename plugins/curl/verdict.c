@@ -330,41 +330,43 @@ judge_headers (const struct asked *q, const struct answer *a, char *why,
   return VERDICT_OK;
 }
 
-enum verdict
-verdict_judge (const struct asked *q, const struct answer *a, char *why,
-               size_t size)
+/* The body as far as it came, after headers that gave v (not a
+ * failure).  Bodies that carry none of the object's bytes are not
+ * judged.
+ */
+static enum verdict
+judge_body (const struct asked *q, const struct answer *a, enum verdict v,
+            char *why, size_t size)
 {
-  enum verdict v = VERDICT_OK;
   uint64_t count = q->last - q->first + 1;
-  bool ignored;
 
-  why[0] = '\0';
-  if (a->headers_done) {
-    v = judge_headers (q, a, why, size);
-    if (verdict_failed (v))
-      return v;
-  }
-  /* Bodies that carry none of the object's bytes are not judged. */
-  ignored = q->method != GET || v == VERDICT_REDIRECT || v == VERDICT_EMPTY;
-
-  /* The body, as far as it came. */
-  if (!ignored && !q->is_file && a->body_early) {
+  if (q->method != GET || v == VERDICT_REDIRECT || v == VERDICT_EMPTY)
+    return v;
+  if (!q->is_file && a->body_early) {
     snprintf (why, size, "body before the end of the headers");
     return VERDICT_REFUSED;
   }
-  if (!ignored && a->parts_refused) {
+  if (a->parts_refused) {
     snprintf (why, size, "%s", a->parts_why ? a->parts_why : "");
     return VERDICT_NOT_THE_PARTS_ASKED_FOR;
   }
-  if (!ignored && q->nranges == 1 && a->body_len > count) {
+  if (q->nranges == 1 && a->body_len > count) {
     snprintf (why, size, "the server sent more than the %" PRIu64
               " bytes requested", count);
     return VERDICT_REFUSED;
   }
-  if (!a->complete)
-    return v;
+  return v;
+}
 
-  /* The end of the transfer. */
+/* How the transfer ended, after headers and body that gave v (not a
+ * failure).
+ */
+static enum verdict
+judge_end (const struct asked *q, const struct answer *a, enum verdict v,
+           char *why, size_t size)
+{
+  uint64_t count = q->last - q->first + 1;
+
   if (a->stopped) {
     snprintf (why, size, "stopped: nbdkit is shutting down or the client "
               "disconnected");
@@ -413,4 +415,20 @@ verdict_judge (const struct asked *q, const struct answer *a, char *why,
     return VERDICT_RETRY;
   }
   return VERDICT_OK;
+}
+
+enum verdict
+verdict_judge (const struct asked *q, const struct answer *a, char *why,
+               size_t size)
+{
+  enum verdict v = VERDICT_OK;
+
+  why[0] = '\0';
+  if (a->headers_done)
+    v = judge_headers (q, a, why, size);
+  if (!verdict_failed (v))
+    v = judge_body (q, a, v, why, size);
+  if (!verdict_failed (v) && a->complete)
+    v = judge_end (q, a, v, why, size);
+  return v;
 }
