@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # test-curl-times.sh: -D curl.times=1 prints, when the plugin unloads,
 # the time all exchanges spent in each of libcurl's phases, with their
-# number: a line per phase, cumulative times in order (name resolution
-# <= connect <= pre-transfer <= start-transfer <= total), total above
-# 0, redirect 0 (the plugin follows redirects itself); and no line per
-# request.  -D curl.requests=1 prints a line per request (range, status,
-# latency) and no totals.
+# number: a line per phase, none above total, pre-transfer <=
+# start-transfer, start-transfer above 0, TLS 0 over http, redirect 0
+# (the plugin follows redirects itself); and no line per request.
+# -D curl.requests=1 prints a line per request (range, status, latency)
+# and no totals.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -49,9 +49,12 @@ total=$(phase "total")
 redir=$(phase "redirect")
 echo "$n exchanges: dns $dns connect $conn tls $app pre $pre" \
      "start $start total $total redirect $redir"
+# Each phase ends within its exchange, so no sum passes total's.  (On
+# a reused connection libcurl may report a name resolution time and a
+# connect time of 0, so those two sums need not be in order.)
 awk -v d="$dns" -v c="$conn" -v a="$app" -v p="$pre" -v s="$start" \
     -v t="$total" -v r="$redir" 'BEGIN {
-  exit !(d <= c && c <= p && p <= s && s <= t && t > 0 && t < 600 &&
+  exit !(d <= t && c <= t && p <= s && s <= t && s > 0 && t < 600 &&
          a == 0 && r == 0)
 }' || fail "implausible totals (see above)"
 

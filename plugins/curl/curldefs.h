@@ -141,8 +141,8 @@ extern void config_unload (void);
 struct object_info {
   long status;                  /* HTTP status, 0 for file:// */
   int64_t size;                 /* -1 when unknown */
-  char etag[256];               /* "" when absent */
-  char last_modified[64];       /* "" when absent */
+  char etag[ETAG_SIZE];         /* "" when absent */
+  char last_modified[LAST_MODIFIED_SIZE];  /* "" when absent */
 };
 extern struct object_info object;
 

@@ -42,7 +42,8 @@ struct asked {
  * the transfer ended.  answer_reset starts a new header block, and
  * answer_header takes in each of its lines.
  */
-#define VALIDATOR_SIZE 256
+/* Validators go into struct object_info (curldefs.h) as they are. */
+#define ETAG_SIZE 256
 #define LAST_MODIFIED_SIZE 64
 
 struct answer {
@@ -58,7 +59,7 @@ struct answer {
   char boundary[72];            /* multipart/byteranges, "" if not */
   bool has_location;
   char location[8192];          /* "" if too long or with a NUL */
-  char etag[VALIDATOR_SIZE];    /* "" when absent */
+  char etag[ETAG_SIZE];         /* "" when absent */
   char last_modified[LAST_MODIFIED_SIZE];
   bool bad_validator;           /* unusable: see copy_validator */
   unsigned retry_after_ms;      /* from Retry-After, 0 if none */
