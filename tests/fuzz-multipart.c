@@ -113,7 +113,7 @@ struct piece {
   uint64_t off, len;            /* R_DATA: bytes off .. off+len-1 */
 };
 
-struct answer {
+struct mp_answer {
   struct piece p[MAX_PIECES];
   unsigned n;
   int nparts;                   /* blocks made so far, numbers for dups */
@@ -130,7 +130,7 @@ struct fuzz_case {
   char boundary[72];            /* what the parser is told */
   int64_t total;                /* expected total, -1 unknown */
   const char *nl;               /* the framing */
-  struct answer a;
+  struct mp_answer a;
   char *body;
   size_t bodylen;
   char what[512];               /* the mutations, for -v and failures */
@@ -181,7 +181,7 @@ set_text (struct piece *p, const char *text)
 }
 
 static void
-add (struct answer *a, enum role role, int part, const char *text)
+add (struct mp_answer *a, enum role role, int part, const char *text)
 {
   struct piece *p;
 
@@ -195,7 +195,7 @@ add (struct answer *a, enum role role, int part, const char *text)
 }
 
 static void
-add_data (struct answer *a, int part, uint64_t off, uint64_t len)
+add_data (struct mp_answer *a, int part, uint64_t off, uint64_t len)
 {
   add (a, R_DATA, part, "");
   a->p[a->n - 1].off = off;
@@ -338,7 +338,7 @@ content_range (char *out, size_t size, uint64_t first, uint64_t last,
 static void
 add_part (struct fuzz_case *c, unsigned r, const char *total)
 {
-  struct answer *a = &c->a;
+  struct mp_answer *a = &c->a;
   int part = a->nparts++;
   char line[TEXT_MAX];
   unsigned h, order = below (3);
@@ -380,7 +380,7 @@ add_part (struct fuzz_case *c, unsigned r, const char *total)
 static void
 make_answer (struct fuzz_case *c, const struct named *nm)
 {
-  struct answer *a = &c->a;
+  struct mp_answer *a = &c->a;
   unsigned order[MAX_RANGES], i, j, t, len;
   char total[32], line[TEXT_MAX];
 
@@ -452,7 +452,7 @@ make_answer (struct fuzz_case *c, const struct named *nm)
  * -1 if none.
  */
 static int
-pick (const struct answer *a, unsigned roles)
+pick (const struct mp_answer *a, unsigned roles)
 {
   unsigned i, n = 0;
   int chosen = -1;
@@ -466,7 +466,7 @@ pick (const struct answer *a, unsigned roles)
 
 /* The pieces of block part: [*start, *end). */
 static bool
-block (const struct answer *a, int part, unsigned *start, unsigned *end)
+block (const struct mp_answer *a, int part, unsigned *start, unsigned *end)
 {
   unsigned i;
 
@@ -483,7 +483,7 @@ block (const struct answer *a, int part, unsigned *start, unsigned *end)
 
 /* A random block's number, -1 if none is left. */
 static int
-pick_part (const struct answer *a)
+pick_part (const struct mp_answer *a)
 {
   int i = pick (a, 1u << R_DATA);
 
@@ -499,7 +499,7 @@ pick_part (const struct answer *a)
 static bool
 mutate (struct fuzz_case *c)
 {
-  struct answer *a = &c->a;
+  struct mp_answer *a = &c->a;
   struct piece *p;
   unsigned s, e, s2, e2, i, k;
   char tmp[TEXT_MAX];
@@ -714,7 +714,7 @@ mutate (struct fuzz_case *c)
 
 /* n new pieces at at. */
 static struct piece *
-make_room (struct answer *a, unsigned at, unsigned n)
+make_room (struct mp_answer *a, unsigned at, unsigned n)
 {
   memmove (&a->p[at + n], &a->p[at], (a->n - at) * sizeof a->p[0]);
   a->n += n;
@@ -724,7 +724,7 @@ make_room (struct answer *a, unsigned at, unsigned n)
 static void
 apply_special (struct fuzz_case *c, enum special what)
 {
-  struct answer *a = &c->a;
+  struct mp_answer *a = &c->a;
   char tmp[TEXT_MAX];
   struct piece *p;
   uint64_t f = 0;

@@ -6,12 +6,15 @@
  *
  * How it works.  config.c parses the parameters.  In .get_ready, before
  * nbdkit forks into the background or accepts a client, probe.c finds
- * the object's size with HEAD (or a GET of bytes 0-0 when HEAD is
- * refused) and proves that the server answers ranges with 206.  After
- * that every NBD read is one GET with "Range: bytes=A-B", exactly the
- * bytes asked for, and every NBD write one PUT with "Content-Range:
- * bytes A-B/TOTAL" (TOTAL being "*"); engine.c makes all of these
- * requests.
+ * the object's size with HEAD and proves with a one-byte GET that the
+ * server answers ranges with 206 (that GET's Content-Range gives the
+ * size when HEAD is refused or gives none).  After that NBD reads are
+ * GETs with "Range: bytes=A-B", exactly the bytes asked for: one read
+ * per GET when nothing else waits, else the reads that wait together in
+ * one GET of several ranges (pool.c), answered as multipart/byteranges
+ * (ranges.c).  Every NBD write is one PUT with
+ * "Content-Range: bytes A-B/TOTAL" (TOTAL being "*").  engine.c makes
+ * all of these requests, and verdict.c judges every answer.
  *
  * Threads.  The thread model is parallel: nbdkit runs requests from all
  * clients at once in its own worker threads, and each of those runs its

@@ -15,6 +15,11 @@
 
 #include <curl/curl.h>
 
+/* verdict.c: is an answer the one asked for (its own header, so that
+ * tests/test-verdict.c can use it alone).
+ */
+#include "verdict.h"
+
 /* Scope-based cleanup. */
 static inline void
 cleanup_free (void *ptr)
@@ -136,8 +141,8 @@ extern void config_unload (void);
 struct object_info {
   long status;                  /* HTTP status, 0 for file:// */
   int64_t size;                 /* -1 when unknown */
-  char etag[256];               /* "" when absent */
-  char last_modified[64];       /* "" when absent */
+  char etag[ETAG_SIZE];         /* "" when absent */
+  char last_modified[LAST_MODIFIED_SIZE];  /* "" when absent */
 };
 extern struct object_info object;
 
@@ -229,7 +234,7 @@ extern int engine_init (void);
 extern void engine_unload (void);
 extern struct conn *engine_conn_new (void);
 extern void engine_conn_free (struct conn *c);
-extern int engine_serving (void);
+extern void engine_serving (void);
 extern void engine_unpin (void);
 extern bool engine_stopping (void);
 extern int engine_head (struct object_info *info);
@@ -237,8 +242,8 @@ extern int engine_get_byte (struct object_info *info, uint64_t offset);
 extern int64_t engine_answer_wait_ns (struct conn *c);
 extern int64_t engine_round_trip (void);
 extern void engine_warm (struct conn *c);
-extern int engine_get_spans (struct conn *c, struct span *spans,
-                             unsigned nspans);
+extern enum verdict engine_get_spans (struct conn *c, struct span *spans,
+                                      unsigned nspans);
 extern int engine_pwrite (const void *buf, uint32_t count, uint64_t offset);
 
 #endif /* CURLDEFS_H */

@@ -21,13 +21,11 @@
  * Both are bound by context switches (about five per request), not by
  * libcurl.
  *
- * Every answer is validated before a byte reaches the caller's buffer:
- * the status must be 206, Content-Range (of the answer or of each
- * multipart part) must be exactly a requested range of an object of the
- * size found at start-up, and the body exactly those bytes.  The checks
- * run in the header callback, so a server that ignores Range and starts
- * sending the whole object is cut off after its headers, not after the
- * whole object.
+ * Every answer is judged before a byte reaches the caller's buffer:
+ * the callbacks here gather its facts (struct answer) and verdict.c
+ * says whether it is the answer asked for, at the end of its headers,
+ * on each piece of body and at the end; this file acts on the verdict
+ * (cut the transfer off, follow, retry, ask one range at a time).
  *
  * Redirects are followed here, not by libcurl, one exchange per hop
  * (attempt, follow): libcurl would send cookie= and header= values to
@@ -54,12 +52,75 @@
 
 #include "curldefs.h"
 #include "secrets.h"
+#include "verdict.h"
 
 /* -D curl.verbose=1: show the HTTP exchange, secrets masked.
- * -D curl.times=1: one debug line per request with its latency.
+ * -D curl.times=1: at unload, the time all requests spent in each of
+ * libcurl's phases (see times_add).
+ * -D curl.requests=1: one debug line per request with its latency.
  */
 NBDKIT_DLL_PUBLIC int curl_debug_verbose = 0;
 NBDKIT_DLL_PUBLIC int curl_debug_times = 0;
+NBDKIT_DLL_PUBLIC int curl_debug_requests = 0;
+
+/* libcurl's phase times (CURLINFO_*_TIME_T, microseconds from the start
+ * of each exchange), summed over all exchanges.  Requests run in many
+ * threads at once, hence the lock.
+ */
+static const struct {
+  CURLINFO info;
+  const char *name;
+} phases[] = {
+  { CURLINFO_NAMELOOKUP_TIME_T, "name resolution" },
+  { CURLINFO_CONNECT_TIME_T, "connect" },
+  { CURLINFO_APPCONNECT_TIME_T, "app connect (TLS)" },
+  { CURLINFO_PRETRANSFER_TIME_T, "pre-transfer" },
+  { CURLINFO_STARTTRANSFER_TIME_T, "start-transfer" },
+  { CURLINFO_TOTAL_TIME_T, "total" },
+  { CURLINFO_REDIRECT_TIME_T, "redirect" },
+};
+#define NR_PHASES (sizeof phases / sizeof phases[0])
+
+static struct {
+  pthread_mutex_t lock;
+  uint64_t exchanges;
+  uint64_t us[NR_PHASES];
+} times = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* After each exchange on e. */
+static void
+times_add (CURL *e)
+{
+  curl_off_t us[NR_PHASES] = { 0 };
+  unsigned i;
+
+  for (i = 0; i < NR_PHASES; i++)
+    if (curl_easy_getinfo (e, phases[i].info, &us[i]) != CURLE_OK ||
+        us[i] < 0)
+      us[i] = 0;
+  LOCK_FOR_SCOPE (&times.lock);
+  times.exchanges++;
+  for (i = 0; i < NR_PHASES; i++)
+    times.us[i] += us[i];
+}
+
+/* At unload: the sums, as libcurl measures each phase, from the start
+ * of the exchange to its end (so connect includes name resolution).
+ * Redirects are followed here, one exchange per hop, so libcurl's
+ * redirect time stays 0.
+ */
+static void
+times_print (void)
+{
+  unsigned i;
+  LOCK_FOR_SCOPE (&times.lock);
+
+  nbdkit_debug ("times (-D curl.times=1): %" PRIu64 " exchanges, "
+                "cumulative from the start of each", times.exchanges);
+  for (i = 0; i < NR_PHASES; i++)
+    nbdkit_debug ("%-20s %" PRIu64 ".%06" PRIu64 " s", phases[i].name,
+                  times.us[i] / 1000000, times.us[i] % 1000000);
+}
 
 /* libcurl's default receive buffer is 16 KiB; a bigger one means fewer
  * write callbacks and fewer read(2) calls for the 256 KiB requests that
@@ -94,58 +155,55 @@ static int64_t probe_wait_ns = -1;
  */
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool pinned;
+static bool pin_by_etag;        /* else by Last-Modified */
 static char pin_header[sizeof object.etag + 32];  /* "If-Match: ..." */
 static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
-/* One request and what its answer was. */
-enum method { HEAD, GET, PUT };
+/* What a request asks, for verdict_judge: a HEAD or PUT, or a GET of
+ * first-last (several ranges: set nranges).  exchange adds what
+ * changes from hop to hop.
+ */
+static struct asked
+asking (enum method method)
+{
+  return (struct asked) {
+    .method = method, .expect_total = -1, .is_file = cfg.is_file,
+    .follow_redirects = cfg.followlocation,
+  };
+}
 
+static struct asked
+one_range (uint64_t first, uint64_t last, int64_t expect_total)
+{
+  struct asked q = asking (GET);
+
+  q.nranges = 1;
+  q.first = first;
+  q.last = last;
+  q.expect_total = expect_total;
+  return q;
+}
+
+/* One request and what its answer was. */
 struct xfer {
   struct conn *conn;
-  enum method method;
+  struct asked q;               /* see exchange for the per-hop part */
   const char *what;             /* "HEAD", "pread", "pwrite": messages */
   uint64_t offset;              /* GET of several spans: unused */
   uint32_t count;
   struct span *spans;           /* GET: where the body goes */
-  unsigned nspans;
   const char *wbuf;             /* PUT: the body */
-  int64_t expect_total;         /* Content-Range total, -1 if unknown */
+  uint64_t sent;                /* PUT: bytes of it sent */
 
-  /* State of the response being received, reset on each status line
-   * because redirects and 100 Continue bring several header blocks.
-   */
-  long status;
-  int64_t content_length;
-  bool has_content_range;
-  bool cl_seen, cr_seen;        /* Content-Length, Content-Range */
-  bool framing_twice;           /* ... came twice, differently */
-  uint64_t cr_first, cr_last;
-  int64_t cr_total;             /* -1 for '*' */
-  bool has_location;
-  bool headers_done;
-  char etag[sizeof object.etag];
-  char last_modified[sizeof object.last_modified];
-  bool bad_validator;           /* unusable: see copy_validator */
-  int64_t unsatisfied_total;    /* a 416's Content-Range total, or -1 */
-  char boundary[72];            /* of a multipart/byteranges answer */
-  bool redirect;                /* a redirect to follow: body ignored */
-  char location[8192];          /* its Location, "" if too long */
-  bool allow_empty;             /* probe: an empty object is an answer */
-  bool empty;                   /* ... and this answer says it is one */
-  uint64_t ignored;             /* body bytes of such answers */
-  struct timespec ignoring_since;  /* when this try's first began, or 0 */
-  bool ignore_cut;              /* ... and it was cut off */
+  struct answer a;              /* the facts, reset by answer_reset */
+  enum verdict v;               /* verdict_judge's, as far as it came */
+  char why[256];                /* ... and its reason */
+  struct multipart mp;          /* VERDICT_PARTS: the body parser */
+
+  struct timespec ignoring_since;  /* this try's first ignored body, or 0 */
   struct timespec stop_checked; /* see progress_cb */
-  bool stopped;                 /* nbdkit is shutting down */
   bool quiet;                   /* failure is a debug message only */
-
-  uint64_t done;                /* body bytes received or sent */
-  struct multipart mp;          /* GET of several spans: the body parser */
-  char why[256];                /* why the answer was refused */
-  bool not_multi;               /* several spans, but not their parts */
-  bool transient;               /* worth another try */
   bool reported;                /* the error was reported where it arose */
-  unsigned retry_after_ms;      /* from Retry-After, 0 if none */
 };
 
 /* The origin of a URL (RFC 6454 4): who may see the user's secrets. */
@@ -244,7 +302,9 @@ engine_unload (void)
 {
   unsigned i;
 
-  pinned = serving = false;
+  if (curl_debug_times)
+    times_print ();
+  pinned = serving = pin_by_etag = false;
   if (share != NULL)
     curl_share_cleanup (share);
   share = NULL;
@@ -267,239 +327,53 @@ debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
   return 0;
 }
 
-/* A validator goes back to the server in If-Match or
- * If-Unmodified-Since, so one with control characters (a CR would end
- * that header and start another of the server's choosing) or a NUL is
- * never kept, only noted as unusable.  So is one longer than the field
- * (a truncated ETag would compare equal to a different one, and an
- * absent one would not be compared at all), and a second one that
- * differs from the first (which is meant cannot be known).  While reads
- * are pinned, an answer with an unusable validator is refused.
- */
-static void
-copy_validator (struct xfer *x, char *dst, size_t dstlen, const char *v,
-                size_t len)
-{
-  size_t i;
-
-  for (i = 0; i < len; i++) {
-    if ((unsigned char) v[i] < 0x20 || v[i] == 0x7f) {
-      x->bad_validator = true;
-      return;
-    }
-  }
-  if (len >= dstlen || (dst[0] && (strlen (dst) != len ||
-                                   memcmp (dst, v, len) != 0))) {
-    x->bad_validator = true;
-    return;
-  }
-  memcpy (dst, v, len + 1);
-}
-
-/* Statuses that say "not now" rather than "no" (RFC 9110 15.5.9,
- * 15.6; RFC 6585 4 for 429).  501 Not Implemented will not change.
- */
-static bool
-transient_status (long status)
-{
-  return status == 408 || status == 429 ||
-    (status >= 500 && status <= 599 && status != 501);
-}
-
-/* For an answer that is not what was asked: its reason, and whether
- * asking again may help.  False (abort) always.
- */
-static bool
-bad_status (struct xfer *x)
-{
-  if (x->status == 412)
-    snprintf (x->why, sizeof x->why, "the object at the URL changed since "
-              "it was opened (HTTP 412 Precondition Failed)");
-  else {
-    x->transient = transient_status (x->status);
-    snprintf (x->why, sizeof x->why,
-              "the server answered HTTP %ld instead of 206 Partial Content",
-              x->status);
-  }
-  return false;
-}
-
-/* The answer's validators against those pinned at start-up. */
-static bool
-same_object (struct xfer *x)
-{
-  const char *was, *now;
-  bool pin, by_etag;
-
-  {
-    LOCK_FOR_SCOPE (&pin_lock);
-    pin = pinned;
-  }
-  if (!pin)
-    return true;
-  if (x->bad_validator) {
-    snprintf (x->why, sizeof x->why, "the object at the URL may have "
-              "changed since it was opened: the answer's ETag or "
-              "Last-Modified is unusable (control characters, too long, "
-              "or two different ones)");
-    return false;
-  }
-  /* The answer must carry the kind of validator the reads are pinned
-   * by: a server that ignores If-Match may drop it along with the old
-   * object.  RFC 9110 15.3.7 requires a 206 to carry the ETag that a 200
-   * would have.
-   */
-  by_etag = object.etag[0] && strncmp (object.etag, "W/", 2) != 0;
-  was = by_etag ? object.etag : object.last_modified;
-  now = by_etag ? x->etag : x->last_modified;
-  if (now[0] == '\0') {
-    snprintf (x->why, sizeof x->why, "the object at the URL may have "
-              "changed since it was opened: the answer carries no %s "
-              "(pin-object=false reads without this check)",
-              by_etag ? "ETag" : "Last-Modified");
-    return false;
-  }
-  if (strcmp (was, now) == 0)
-    return true;
-  snprintf (x->why, sizeof x->why, "the object at the URL changed since it "
-            "was opened: its validator was %.80s, now %.80s", was, now);
-  return false;
-}
-
-/* The answer to a request for several ranges must be 206 with a
- * multipart/byteranges body.  200 (the whole object: S3 and others
- * ignore a multi-range request), a single range covering them (RFC 9110
- * lets a server merge ranges), 416 or 400 (too many ranges) mean that
- * this server cannot be asked that way: not_multi makes the caller ask
- * again one range per request.
- */
-static bool
-multi_headers_end (struct xfer *x)
-{
-  if (x->status == 206 && !same_object (x))
-    return false;
-  if (x->status == 206 && !x->has_content_range && x->boundary[0]) {
-    multipart_start (&x->mp, x->boundary, x->spans, x->nspans,
-                     x->expect_total);
-    return true;
-  }
-  if (x->status == 200 || x->status == 206 || x->status == 400 ||
-      x->status == 416 || x->status == 501) {
-    x->not_multi = true;
-    snprintf (x->why, sizeof x->why, "a request for %u ranges was answered "
-              "with HTTP %ld%s", x->nspans, x->status,
-              x->status == 206 ? " but not multipart/byteranges" : "");
-    return false;
-  }
-  return bad_status (x);
-}
-
-/* Redirects that name a new location for the same request (RFC 9110
- * 15.4).  attempt follows them itself, not libcurl, to choose what each
- * hop may carry.
- */
-static bool
-is_redirect (const struct xfer *x)
-{
-  switch (x->status) {
-  case 301: case 302: case 303: case 307: case 308:
-    return cfg.followlocation && x->has_location;
-  default:
-    return false;
-  }
-}
-
-/* The answer to the probe's one-byte GET that proves the object empty:
- * 416 with "Content-Range: bytes STAR/0" (nginx, RFC 9110 15.5.17), or
- * 200 with no body (Apache ignores a Range for an empty file).
- */
-static bool
-is_empty_answer (const struct xfer *x)
-{
-  return (x->status == 416 && x->unsatisfied_total == 0) ||
-    (x->status == 200 && x->content_length == 0);
-}
-
 /* The answer's body carries none of the object's bytes: it is read (to
  * keep the connection) up to MAX_IGNORED_BODY bytes, and such bodies for
  * at most timeout= seconds in all in one try (a chain of redirects with
  * dripping bodies included), then cut off; write_cb and progress_cb
- * enforce that.  True.
+ * enforce that.
  */
-static bool
+static void
 ignore_body (struct xfer *x)
 {
   if (x->ignoring_since.tv_sec == 0 && x->ignoring_since.tv_nsec == 0)
     clock_gettime (CLOCK_MONOTONIC, &x->ignoring_since);
-  return true;
+}
+
+/* Bodies that carry none of the object's bytes: of HEAD and PUT, of
+ * redirects, and of the answer that proves the object empty.
+ */
+static bool
+body_ignored (const struct xfer *x)
+{
+  return x->q.method != GET || x->v == VERDICT_REDIRECT ||
+    x->v == VERDICT_EMPTY;
+}
+
+/* Judge the answer as far as it came: false if it is refused. */
+static bool
+judge (struct xfer *x)
+{
+  x->v = verdict_judge (&x->q, &x->a, x->why, sizeof x->why);
+  return !verdict_failed (x->v);
 }
 
 /* Called at the end of each header block.  Returns false to abort. */
 static bool
 headers_end (struct xfer *x)
 {
-  uint64_t last = x->offset + x->count - 1;
-
-  if (x->status >= 100 && x->status <= 199)
+  if (x->a.status >= 100 && x->a.status <= 199)
     return true;                /* interim answer, the real one follows */
-  x->headers_done = true;
-  if (is_redirect (x)) {
-    x->redirect = true;
-    return ignore_body (x);
-  }
-  if (x->method != GET)
-    return ignore_body (x);
-  /* Over HTTP a GET must be 206 with exactly the requested range;
-   * file:// has no status or headers to check.
-   */
-  if (cfg.is_file)
-    return true;
-  if (x->framing_twice) {
-    snprintf (x->why, sizeof x->why, "an answer with two different "
-              "Content-Length or Content-Range headers");
+  x->a.headers_done = true;
+  if (!judge (x))
     return false;
+  if (x->v == VERDICT_PARTS) {
+    multipart_start (&x->mp, x->a.boundary, x->spans, x->q.nranges,
+                     x->q.expect_total);
+    x->a.parts_why = x->mp.why;
   }
-  if (x->nspans > 1)
-    return multi_headers_end (x);
-  if (x->allow_empty && is_empty_answer (x)) {
-    x->empty = true;
-    return ignore_body (x);
-  }
-
-  if (x->status == 200) {
-    snprintf (x->why, sizeof x->why,
-              "the server answered HTTP 200 instead of 206 Partial "
-              "Content: it does not support range requests");
-    return false;
-  }
-  if (x->status != 206)
-    return bad_status (x);
-  if (!same_object (x))
-    return false;
-  if (!x->has_content_range) {
-    snprintf (x->why, sizeof x->why,
-              "206 answer without a valid Content-Range");
-    return false;
-  }
-  if (x->cr_first != x->offset || x->cr_last != last) {
-    snprintf (x->why, sizeof x->why,
-              "the server sent Content-Range bytes %" PRIu64 "-%" PRIu64
-              ", not the requested range", x->cr_first, x->cr_last);
-    return false;
-  }
-  if (x->expect_total >= 0 && x->cr_total != x->expect_total) {
-    snprintf (x->why, sizeof x->why,
-              "the object at the URL changed since it was opened: "
-              "its size was %" PRIi64 ", now %" PRIi64,
-              x->expect_total, x->cr_total);
-    return false;
-  }
-  if (x->content_length >= 0 && (uint64_t) x->content_length != x->count) {
-    snprintf (x->why, sizeof x->why,
-              "Content-Length %" PRIi64 " does not match the %" PRIu32
-              " bytes requested", x->content_length, x->count);
-    return false;
-  }
+  if (body_ignored (x))
+    ignore_body (x);
   return true;
 }
 
@@ -535,11 +409,11 @@ note_location (struct xfer *x, const char *v, size_t len)
     v++, len--;
   while (len > 0 && strchr (" \t\r\n", v[len - 1]) != NULL)
     len--;
-  x->has_location = true;
-  x->location[0] = '\0';
-  if (len < sizeof x->location && memchr (v, '\0', len) == NULL) {
-    memcpy (x->location, v, len);
-    x->location[len] = '\0';
+  x->a.has_location = true;
+  x->a.location[0] = '\0';
+  if (len < sizeof x->a.location && memchr (v, '\0', len) == NULL) {
+    memcpy (x->a.location, v, len);
+    x->a.location[len] = '\0';
   }
 }
 
@@ -568,7 +442,7 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   if (len >= sizeof line) {
     if ((len >= 5 && strncasecmp (data, "etag:", 5) == 0) ||
         (len >= 14 && strncasecmp (data, "last-modified:", 14) == 0))
-      x->bad_validator = true;
+      x->a.bad_validator = true;
     return len;
   }
   memcpy (line, data, len);
@@ -579,15 +453,11 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   if (strncmp (line, "HTTP/", 5) == 0) {
     ack_now (x);
     v = strchr (line, ' ');
-    x->status = v ? strtol (v + 1, NULL, 10) : 0;
-    x->content_length = -1;
-    x->has_content_range = x->has_location = x->headers_done = false;
-    x->cl_seen = x->cr_seen = x->framing_twice = false;
-    x->etag[0] = x->last_modified[0] = x->boundary[0] = '\0';
-    x->bad_validator = x->redirect = x->empty = false;
-    x->unsatisfied_total = -1;
-    x->location[0] = '\0';
-    x->retry_after_ms = 0;
+    /* Redirects are separate exchanges (see follow): a second status
+     * line follows only an interim 1xx answer, which has no body.
+     */
+    answer_reset (&x->a);
+    x->a.status = v ? strtol (v + 1, NULL, 10) : 0;
     return len == 0 ? 0 : size * nmemb;
   }
 
@@ -603,54 +473,8 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     end--;
   *end = '\0';
   vlen = end - v;
-  /* Which of two different Content-Range or Content-Length headers is
-   * meant cannot be known (RFC 9112 6.3 makes the second case an error),
-   * so neither is used.  The same value twice is harmless.
-   */
-  if (strcasecmp (line, "content-length") == 0) {
-    int64_t n = parse_number (v, NULL);
-
-    if (x->cl_seen && (n == -1 || x->content_length != n))
-      x->framing_twice = true;
-    x->cl_seen = true;
-    x->content_length = n;
-  }
-  else if (strcasecmp (line, "content-range") == 0) {
-    const char *p;
-    uint64_t first = x->cr_first, last = x->cr_last;
-    int64_t total = x->cr_total;
-    bool had = x->has_content_range;
-
-    x->has_content_range = parse_content_range (v, &x->cr_first,
-                                                &x->cr_last, &x->cr_total);
-    if (x->cr_seen &&
-        !(had && x->has_content_range && x->cr_first == first &&
-          x->cr_last == last && x->cr_total == total))
-      x->framing_twice = true;
-    x->cr_seen = true;
-    if (strncasecmp (v, "bytes */", 8) == 0) {
-      x->unsatisfied_total = parse_number (v + 8, &p);
-      if (x->unsatisfied_total >= 0 && *p != '\0')
-        x->unsatisfied_total = -1;
-    }
-    else if (!x->has_content_range)
-      nbdkit_debug ("%s: ignoring a malformed Content-Range", x->what);
-  }
-  else if (strcasecmp (line, "content-type") == 0) {
-    if (!parse_multipart_type (v, x->boundary, sizeof x->boundary))
-      x->boundary[0] = '\0';
-  }
-  else if (strcasecmp (line, "retry-after") == 0) {
-    /* Seconds; an HTTP-date is left to the backoff. */
-    int64_t secs = parse_number (v, NULL);
-    if (secs >= 0)
-      x->retry_after_ms = secs > MAX_RETRY_DELAY_MS / 1000
-        ? MAX_RETRY_DELAY_MS : (unsigned) secs * 1000;
-  }
-  else if (strcasecmp (line, "etag") == 0)
-    copy_validator (x, x->etag, sizeof x->etag, v, vlen);
-  else if (strcasecmp (line, "last-modified") == 0)
-    copy_validator (x, x->last_modified, sizeof x->last_modified, v, vlen);
+  if (!answer_header (&x->a, line, v, vlen))
+    nbdkit_debug ("%s: ignoring a malformed Content-Range", x->what);
   return size * nmemb;
 }
 
@@ -660,47 +484,29 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
  */
 #define MAX_IGNORED_BODY (1024 * 1024)
 
-static bool
-body_ignored (const struct xfer *x)
-{
-  return x->method != GET || x->redirect || x->empty;
-}
-
 static size_t
 write_cb (char *data, size_t size, size_t nmemb, void *opaque)
 {
   struct xfer *x = opaque;
   size_t len = size * nmemb;
+  uint64_t pos = x->a.body_len;
 
+  x->a.body_len += len;
   if (body_ignored (x)) {
-    x->ignored += len;
-    if (x->ignored <= MAX_IGNORED_BODY)
+    if (x->a.body_len <= MAX_IGNORED_BODY)
       return len;
-    x->ignore_cut = true;
+    x->a.ignore_cut = true;
     return 0;
   }
-
-  /* Over HTTP the headers were validated already; file:// has none. */
-  if (!cfg.is_file && !x->headers_done) {
-    snprintf (x->why, sizeof x->why, "body before the end of the headers");
+  /* Over HTTP the headers were judged already; file:// has none. */
+  if (!x->a.headers_done)
+    x->a.body_early = true;
+  if (x->v == VERDICT_PARTS && !multipart_feed (&x->mp, data, len))
+    x->a.parts_refused = true;
+  if (!judge (x))
     return 0;
-  }
-  if (x->nspans > 1) {
-    if (!multipart_feed (&x->mp, data, len)) {
-      x->not_multi = true;
-      snprintf (x->why, sizeof x->why, "%s", x->mp.why);
-      return 0;
-    }
-    return len;
-  }
-  if (len > x->count - x->done) {
-    snprintf (x->why, sizeof x->why,
-              "the server sent more than the %" PRIu32 " bytes requested",
-              x->count);
-    return 0;
-  }
-  span_scatter (&x->spans[0], x->done, data, len);
-  x->done += len;
+  if (x->q.nranges == 1)
+    span_scatter (&x->spans[0], pos, data, len);
   return len;
 }
 
@@ -710,10 +516,10 @@ read_cb (char *data, size_t size, size_t nmemb, void *opaque)
   struct xfer *x = opaque;
   size_t len = size * nmemb;
 
-  if (len > x->count - x->done)
-    len = x->count - x->done;
-  memcpy (data, x->wbuf + x->done, len);
-  x->done += len;
+  if (len > x->count - x->sent)
+    len = x->count - x->sent;
+  memcpy (data, x->wbuf + x->sent, len);
+  x->sent += len;
   return len;
 }
 
@@ -747,16 +553,16 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
       (now.tv_nsec - x->stop_checked.tv_nsec) >= 200000000L) {
     x->stop_checked = now;
     if (engine_stopping ()) {
-      x->stopped = true;
+      x->a.stopped = true;
       return 1;
     }
   }
   if ((x->ignoring_since.tv_sec == 0 && x->ignoring_since.tv_nsec == 0) ||
-      !x->headers_done || !body_ignored (x))
+      !x->a.headers_done || !body_ignored (x))
     return 0;
   if (now.tv_sec - x->ignoring_since.tv_sec <= (time_t) cfg.timeout)
     return 0;
-  x->ignore_cut = true;
+  x->a.ignore_cut = true;
   return 1;
 }
 
@@ -770,7 +576,7 @@ seek_cb (void *opaque, curl_off_t offset, int origin)
 
   if (origin != SEEK_SET || offset < 0 || offset > x->count)
     return CURL_SEEKFUNC_CANTSEEK;
-  x->done = offset;
+  x->sent = offset;
   return CURL_SEEKFUNC_OK;
 }
 
@@ -797,41 +603,18 @@ close_cb (void *opaque, curl_socket_t sock)
   return close (sock);
 }
 
-/* Options that every request on a handle shares. */
-static int
-setup_handle (struct conn *c)
-{
-  CURL *e = c->easy;
-  CURLcode rc = CURLE_OK;
-
+/* curl_easy_setopt on e, until one fails: rc says which. */
 #define SET(opt, val) \
   if (rc == CURLE_OK) rc = curl_easy_setopt (e, opt, val)
 
-  SET (CURLOPT_ERRORBUFFER, c->errbuf);
-  SET (CURLOPT_URL, cfg.url);
-  SET (CURLOPT_NOSIGNAL, 1L);
-  SET (CURLOPT_SHARE, share);
-  SET (CURLOPT_PROTOCOLS_STR, cfg.protocols);
-  /* attempt follows redirects itself (see follow). */
-  SET (CURLOPT_FOLLOWLOCATION, 0L);
-  /* Through a proxy, an https URL's answer is preceded by the proxy's
-   * "200 Connection established": not the answer to check.
-   */
-  SET (CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-  /* HTTP/1.1 by default (http-version= changes it), even where the
-   * server offers HTTP/2 over TLS: each handle
-   * owns its connection, so multiplexing gains nothing, and libcurl
-   * 7.88's HTTP/2 receive path cost a third of the throughput here
-   * (bench/run seq-r-h2 against seq-r-https, 1 GiB: 2.73 s vs 1.98 s).
-   */
-  SET (CURLOPT_HTTP_VERSION, cfg.http_version);
-  SET (CURLOPT_BUFFERSIZE, (long) RECV_BUFFER_SIZE);
-  SET (CURLOPT_CONNECTTIMEOUT, (long) cfg.timeout);
-  /* A stall, not a slow but moving transfer, is what timeout= bounds:
-   * a healthy 32 MiB request on a slow link may take longer than that.
-   */
-  SET (CURLOPT_LOW_SPEED_LIMIT, 1L);
-  SET (CURLOPT_LOW_SPEED_TIME, (long) cfg.timeout);
+/* The user's choices of how to reach the server: TLS, identity,
+ * cookies, proxy, TCP and name resolution.
+ */
+static CURLcode
+set_transport (CURL *e)
+{
+  CURLcode rc = CURLE_OK;
+
   SET (CURLOPT_SSL_VERIFYPEER, cfg.sslverify ? 1L : 0L);
   SET (CURLOPT_SSL_VERIFYHOST, cfg.sslverify ? 2L : 0L);
   if (cfg.cainfo)
@@ -863,6 +646,43 @@ setup_handle (struct conn *c)
   if (cfg.resolve)
     SET (CURLOPT_RESOLVE, cfg.resolve);
   SET (CURLOPT_IPRESOLVE, cfg.ipresolve);
+  return rc;
+}
+
+/* Options that every request on a handle shares. */
+static int
+setup_handle (struct conn *c)
+{
+  CURL *e = c->easy;
+  CURLcode rc = CURLE_OK;
+
+  SET (CURLOPT_ERRORBUFFER, c->errbuf);
+  SET (CURLOPT_URL, cfg.url);
+  SET (CURLOPT_NOSIGNAL, 1L);
+  SET (CURLOPT_SHARE, share);
+  SET (CURLOPT_PROTOCOLS_STR, cfg.protocols);
+  /* attempt follows redirects itself (see follow). */
+  SET (CURLOPT_FOLLOWLOCATION, 0L);
+  /* Through a proxy, an https URL's answer is preceded by the proxy's
+   * "200 Connection established": not the answer to check.
+   */
+  SET (CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+  /* HTTP/1.1 by default (http-version= changes it), even where the
+   * server offers HTTP/2 over TLS: each handle
+   * owns its connection, so multiplexing gains nothing, and libcurl
+   * 7.88's HTTP/2 receive path cost a third of the throughput here
+   * (bench/run seq-r-h2 against seq-r-https, 1 GiB: 2.73 s vs 1.98 s).
+   */
+  SET (CURLOPT_HTTP_VERSION, cfg.http_version);
+  SET (CURLOPT_BUFFERSIZE, (long) RECV_BUFFER_SIZE);
+  SET (CURLOPT_CONNECTTIMEOUT, (long) cfg.timeout);
+  /* A stall, not a slow but moving transfer, is what timeout= bounds:
+   * a healthy 32 MiB request on a slow link may take longer than that.
+   */
+  SET (CURLOPT_LOW_SPEED_LIMIT, 1L);
+  SET (CURLOPT_LOW_SPEED_TIME, (long) cfg.timeout);
+  if (rc == CURLE_OK)
+    rc = set_transport (e);
   SET (CURLOPT_HTTPHEADER, cfg.headers);
   SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
   SET (CURLOPT_SOCKOPTDATA, c);
@@ -878,7 +698,6 @@ setup_handle (struct conn *c)
     SET (CURLOPT_VERBOSE, 1L);
     SET (CURLOPT_DEBUGFUNCTION, debug_cb);
   }
-#undef SET
 
   if (rc != CURLE_OK) {
     nbdkit_error ("curl_easy_setopt: %s: %s", curl_easy_strerror (rc),
@@ -887,6 +706,8 @@ setup_handle (struct conn *c)
   }
   return 0;
 }
+
+#undef SET
 
 /* A new handle, set up for the URL; the pool decides when. */
 struct conn *
@@ -952,7 +773,7 @@ request_headers (const struct xfer *x, bool trusted,
 {
   const struct curl_slist *u;
   char range[80];
-  bool pin, has_sha = false;
+  bool has_sha = false;
 
   *list = NULL;
   for (u = trusted ? cfg.headers : NULL; u != NULL; u = u->next) {
@@ -963,20 +784,16 @@ request_headers (const struct xfer *x, bool trusted,
   }
   if (trusted && script_headers (list) == -1)
     return -1;
-  if (x->method == GET) {
-    LOCK_FOR_SCOPE (&pin_lock);
-    pin = pinned;
-    if (pin && !append (list, pin_header))
-      goto nomem;
-  }
-  if (x->method == PUT) {
+  if (x->q.pinned && !append (list, pin_header))
+    goto nomem;
+  if (x->q.method == PUT) {
     snprintf (range, sizeof range, "Content-Range: bytes %" PRIu64
               "-%" PRIu64 "/*", x->offset, x->offset + x->count - 1);
     if (!append (list, range) || !append (list, "Expect:"))
       goto nomem;
   }
   if (trusted && cfg.aws_sigv4 && !has_sha &&
-      !append (list, x->method == PUT
+      !append (list, x->q.method == PUT
                ? "x-amz-content-sha256: UNSIGNED-PAYLOAD"
                : "x-amz-content-sha256: " EMPTY_SHA256))
     goto nomem;
@@ -999,66 +816,43 @@ range_list (char *dst, size_t size, const struct span *spans, unsigned n)
                      i > 0 ? "," : "", spans[i].first, spans[i].last);
 }
 
-/* Transport failures that another try may not repeat.  Others (TLS
- * verification, a refused protocol, our own callbacks' aborts) will.
+/* A new exchange of x: a fresh answer, and what this hop asks (the
+ * validator it carries is the one its answer must have).
  */
-static bool
-transient_error (CURLcode rc)
+static void
+begin_exchange (struct xfer *x)
 {
-  switch (rc) {
-  case CURLE_COULDNT_RESOLVE_HOST:
-  case CURLE_COULDNT_CONNECT:
-  case CURLE_RECV_ERROR:
-  case CURLE_SEND_ERROR:
-  case CURLE_PARTIAL_FILE:
-  case CURLE_OPERATION_TIMEDOUT:
-  case CURLE_GOT_NOTHING:
-  case CURLE_HTTP2:
-  case CURLE_HTTP2_STREAM:
-    return true;
-  default:
-    return false;
+  answer_reset (&x->a);
+  x->v = VERDICT_OK;
+  x->why[0] = '\0';
+  x->sent = 0;
+  x->reported = false;
+  x->q.serving = serving;
+  {
+    LOCK_FOR_SCOPE (&pin_lock);
+    x->q.pinned = pinned && x->q.method == GET;
   }
+  x->q.pin_by_etag = pin_by_etag;
+  x->q.pin_value = pin_by_etag ? object.etag : object.last_modified;
 }
 
-/* One exchange of the request on handle c with the server at url:
- * 0, or -1 with x->why set (or the error reported, x->reported).
- * Only where trusted does it carry the user's credentials, cookie and
- * headers.
+/* Set handle e up to send x to url, with these request headers and
+ * cookie; the user's credentials only where trusted.  libcurl copies
+ * the strings, not the list.
  */
-static int
-exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
+static void
+set_request (CURL *e, struct xfer *x, const char *url,
+             struct curl_slist *headers, const char *cookie, bool trusted)
 {
-  CURL *e = c->easy;
-  CURLcode rc;
   char range[MAX_SPANS * 42];
-  CLEANUP_SLIST struct curl_slist *headers = NULL;
-  CLEANUP_FREE char *cookie = NULL;
-  curl_off_t usecs = 0;
 
-  x->content_length = x->cr_total = x->unsatisfied_total = -1;
-  x->status = 0;
-  x->done = x->ignored = 0;
-  x->why[0] = '\0';
-  x->transient = x->not_multi = x->headers_done = x->reported = false;
-  x->redirect = x->empty = x->ignore_cut = false;
-  x->retry_after_ms = 0;
-  /* These report their own errors. */
-  if (request_headers (x, trusted, &headers) == -1 ||
-      (trusted && script_cookie (&cookie) == -1)) {
-    x->reported = true;
-    return -1;
-  }
-
-  x->conn = c;
-  c->errbuf[0] = '\0';
   curl_easy_setopt (e, CURLOPT_URL, url);
   curl_easy_setopt (e, CURLOPT_HEADERDATA, x);
   curl_easy_setopt (e, CURLOPT_WRITEDATA, x);
   curl_easy_setopt (e, CURLOPT_READDATA, x);
   curl_easy_setopt (e, CURLOPT_SEEKDATA, x);
   curl_easy_setopt (e, CURLOPT_XFERINFODATA, x);
-  switch (x->method) {
+  switch (x->q.method) {
   case HEAD:
     /* The handle may have made a PUT last: back to GET, then HEAD. */
     curl_easy_setopt (e, CURLOPT_HTTPGET, 1L);
@@ -1066,7 +860,7 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
     curl_easy_setopt (e, CURLOPT_RANGE, NULL);
     break;
   case GET:
-    range_list (range, sizeof range, x->spans, x->nspans);
+    range_list (range, sizeof range, x->spans, x->q.nranges);
     curl_easy_setopt (e, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt (e, CURLOPT_RANGE, range);
     break;
@@ -1077,21 +871,48 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
     break;
   }
   curl_easy_setopt (e, CURLOPT_HTTPHEADER, headers);
-  /* libcurl copies the strings.  NULL sends none (the URL's own
-   * user:password@ still counts).
-   */
+  /* NULL sends none (the URL's own user:password@ still counts). */
   curl_easy_setopt (e, CURLOPT_USERNAME, trusted ? cfg.user : NULL);
   curl_easy_setopt (e, CURLOPT_PASSWORD, trusted ? cfg.password : NULL);
   curl_easy_setopt (e, CURLOPT_AWS_SIGV4, trusted ? cfg.aws_sigv4 : NULL);
   curl_easy_setopt (e, CURLOPT_COOKIE,
                     !trusted ? NULL : cookie ? cookie : cfg.cookie);
+}
 
+/* One exchange of the request on handle c with the server at url:
+ * 0, or -1 with x->v a failure and x->why set (or the error reported,
+ * x->reported).  Only where trusted does it carry the user's
+ * credentials, cookie and headers.
+ */
+static int
+exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
+{
+  CURL *e = c->easy;
+  CURLcode rc;
+  CLEANUP_SLIST struct curl_slist *headers = NULL;
+  CLEANUP_FREE char *cookie = NULL;
+  curl_off_t usecs = 0;
+
+  begin_exchange (x);
+  /* These report their own errors. */
+  if (request_headers (x, trusted, &headers) == -1 ||
+      (trusted && script_cookie (&cookie) == -1)) {
+    x->v = VERDICT_REFUSED;
+    x->reported = true;
+    return -1;
+  }
+
+  x->conn = c;
+  c->errbuf[0] = '\0';
+  set_request (e, x, url, headers, cookie, trusted);
   rc = curl_easy_perform (e);
-  if (curl_debug_times) {
+  if (curl_debug_times)
+    times_add (e);
+  if (curl_debug_requests) {
     curl_easy_getinfo (e, CURLINFO_TOTAL_TIME_T, &usecs);
     nbdkit_debug ("%s %s: %" PRIu64 "+%" PRIu32 " in %u ranges: HTTP %ld: "
                   "%" PRIi64 " us", x->what, cfg.shown_url, x->offset, x->count,
-                  x->nspans, x->status, (int64_t) usecs);
+                  x->q.nranges, x->a.status, (int64_t) usecs);
   }
 
   /* A list set for this request is freed when this function returns:
@@ -1099,61 +920,13 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
    */
   curl_easy_setopt (e, CURLOPT_HTTPHEADER, cfg.headers);
 
-  if (x->why[0] != '\0')
-    return -1;                  /* refused by a callback, reason set */
-  if (x->stopped) {
-    snprintf (x->why, sizeof x->why, "stopped: nbdkit is shutting down "
-              "or the client disconnected");
-    return -1;
-  }
-  /* A body that carries none of the object's bytes was cut off for its
-   * length or its slowness: the answer itself is complete.
-   */
-  if (x->ignore_cut &&
-      (rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK))
-    rc = CURLE_OK;
-  if (rc != CURLE_OK) {
-    x->transient = transient_error (rc) &&
-      (serving || (rc != CURLE_COULDNT_CONNECT &&
-                   rc != CURLE_COULDNT_RESOLVE_HOST));
-    snprintf (x->why, sizeof x->why, "%.100s%s%.150s", curl_easy_strerror (rc),
-              c->errbuf[0] ? ": " : "", c->errbuf);
-    return -1;
-  }
-  /* "200 with Content-Length: 0" is no proof of an empty object when
-   * a body came all the same (Transfer-Encoding: chunked wins).
-   */
-  if (x->empty && x->status == 200 && x->ignored > 0) {
-    snprintf (x->why, sizeof x->why, "an answer that says the object is "
-              "empty (Content-Length: 0) carried a body");
-    return -1;
-  }
-  if (x->redirect || x->empty)
-    return 0;
-  /* A body cut short without a transport error (a server that closed
-   * a chunked answer early, file:// at end of file) is an error too.
-   */
-  if (x->method == GET) {
-    if (x->nspans > 1 && !multipart_complete (&x->mp)) {
-      x->not_multi = true;
-      snprintf (x->why, sizeof x->why, "%s", x->mp.why);
-      return -1;
-    }
-    if (x->nspans == 1 && x->done != x->count) {
-      x->transient = true;
-      snprintf (x->why, sizeof x->why, "short body: %" PRIu64 " of %"
-                PRIu32 " bytes", x->done, x->count);
-      return -1;
-    }
-  }
-  /* HEAD and PUT callers judge the status; a passing one is retried. */
-  else if (transient_status (x->status)) {
-    x->transient = true;
-    snprintf (x->why, sizeof x->why, "the server answered HTTP %ld",
-              x->status);
-    return -1;
-  }
-  return 0;
+  x->a.complete = true;
+  x->a.rc = rc;
+  x->a.rc_text = curl_easy_strerror (rc);
+  x->a.errbuf = c->errbuf;
+  if (x->v == VERDICT_PARTS)
+    x->a.parts_complete = multipart_complete (&x->mp);
+  return judge (x) ? 0 : -1;
 }
 
 #define MAX_REDIRECTS 20
@@ -1178,35 +951,35 @@ follow (struct xfer *x, const char *from_url, struct origin *from,
    * 303 asks for a GET; a write must never become a read of the object
    * that is then taken for success.  307 and 308 keep the method.
    */
-  if (x->method == PUT && x->status != 307 && x->status != 308) {
+  if (x->q.method == PUT && x->a.status != 307 && x->a.status != 308) {
     snprintf (x->why, sizeof x->why, "the server answered the PUT with "
               "HTTP %ld, a redirect that would turn the write into a GET: "
-              "the write was not done", x->status);
+              "the write was not done", x->a.status);
     goto out;
   }
   /* Relative to the URL that answered (RFC 9110 10.2.2), as libcurl
    * would, which also refuses control characters.
    */
-  if (u == NULL || x->location[0] == '\0' ||
+  if (u == NULL || x->a.location[0] == '\0' ||
       curl_url_set (u, CURLUPART_URL, from_url, 0) != CURLUE_OK ||
-      curl_url_set (u, CURLUPART_URL, x->location,
+      curl_url_set (u, CURLUPART_URL, x->a.location,
                     CURLU_NON_SUPPORT_SCHEME | CURLU_URLENCODE |
                     CURLU_ALLOW_SPACE) != CURLUE_OK ||
       curl_url_get (u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
     snprintf (x->why, sizeof x->why, "HTTP %ld redirect without a usable "
-              "Location", x->status);
+              "Location", x->a.status);
     goto out;
   }
   if (strcasecmp (scheme, "file") == 0 || !config_allows_scheme (scheme)) {
     snprintf (x->why, sizeof x->why, "HTTP %ld redirect to a %.15s: URL, "
               "which is not followed (protocols=%.80s; never file)",
-              x->status, scheme, cfg.protocols);
+              x->a.status, scheme, cfg.protocols);
     goto out;
   }
   if (curl_url_get (u, CURLUPART_URL, &target, 0) != CURLUE_OK ||
       get_origin (target, &to) == -1) {
     snprintf (x->why, sizeof x->why, "HTTP %ld redirect without a usable "
-              "Location", x->status);
+              "Location", x->a.status);
     goto out;
   }
   if (strcasecmp (from->scheme, "https") == 0 &&
@@ -1215,7 +988,7 @@ follow (struct xfer *x, const char *from_url, struct origin *from,
               "%.15s://%.80s:%ld refused: the disk's bytes and any "
               "credentials would travel unencrypted "
               "(insecure-redirect=true allows it)",
-              x->status, to.scheme, to.host, to.port);
+              x->a.status, to.scheme, to.host, to.port);
     goto out;
   }
   url = strdup (target);
@@ -1225,7 +998,7 @@ follow (struct xfer *x, const char *from_url, struct origin *from,
   }
   *trusted = same_origin (&to, &home) || cfg.location_trusted;
   nbdkit_debug ("%s: HTTP %ld: redirected to %s://%s:%ld, %s", x->what,
-                x->status, to.scheme, to.host, to.port,
+                x->a.status, to.scheme, to.host, to.port,
                 *trusted ? "with credentials" : "another origin: without "
                 "the user's credentials, cookie and headers");
   *from = to;
@@ -1238,7 +1011,7 @@ follow (struct xfer *x, const char *from_url, struct origin *from,
 }
 
 /* One try of the request on handle c, following redirects: 0, or -1
- * with x->why set (or x->reported).
+ * with x->v a failure and x->why set (or x->reported).
  */
 static int
 attempt (struct conn *c, struct xfer *x)
@@ -1250,62 +1023,64 @@ attempt (struct conn *c, struct xfer *x)
   unsigned hops;
 
   x->ignoring_since = (struct timespec) { 0 };
-  x->stopped = false;
   /* A short request never looks (see progress_cb). */
   clock_gettime (CLOCK_MONOTONIC, &x->stop_checked);
   for (hops = 0;; hops++) {
     if (exchange (c, x, url, trusted) == -1)
       return -1;
-    if (!x->redirect)
+    if (x->v != VERDICT_REDIRECT)
       return 0;
     if (hops == MAX_REDIRECTS) {
       snprintf (x->why, sizeof x->why, "more than %d redirects",
                 MAX_REDIRECTS);
+      x->v = VERDICT_REFUSED;
       return -1;
     }
     url = follow (x, url, &at, &trusted);
     free (next);
     next = (char *) url;
-    if (next == NULL)
+    if (next == NULL) {
+      x->v = VERDICT_REFUSED;
       return -1;
+    }
   }
 }
 
 /* Run one request on handle c, again after transient failures (with
- * backoff, or the server's Retry-After if longer).  Reports errors
- * itself and returns -1.  -2 (logged for debugging only): a multi-range
- * request whose answer was not the parts asked for, to be asked again
- * one range at a time.
+ * backoff, or the server's Retry-After if longer): the verdict on its
+ * last answer.  Reports failures itself, except (logged for debugging
+ * only) VERDICT_NOT_THE_PARTS_ASKED_FOR: a multi-range request to be
+ * asked again one range at a time.
  */
-static int
+static enum verdict
 perform_on (struct conn *c, struct xfer *x)
 {
   char where[80] = "";
   unsigned try, delay;
 
-  if (x->method == GET)
+  if (x->q.method == GET)
     snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64 "%s",
-              x->spans[0].first, x->spans[x->nspans - 1].last,
-              x->nspans > 1 ? " (several ranges)" : "");
-  else if (x->method == PUT)
+              x->spans[0].first, x->spans[x->q.nranges - 1].last,
+              x->q.nranges > 1 ? " (several ranges)" : "");
+  else if (x->q.method == PUT)
     snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64,
               x->offset, x->offset + x->count - 1);
 
   for (try = 0;; try++) {
     if (attempt (c, x) == 0)
-      return 0;
-    if (x->not_multi) {
+      return x->v;
+    if (x->v == VERDICT_NOT_THE_PARTS_ASKED_FOR) {
       nbdkit_debug ("%s: %s%s: %s: asking for one range per request from "
                     "now on", x->what, cfg.shown_url, where, x->why);
-      return -2;
+      return x->v;
     }
-    if (!x->transient || try >= cfg.retries)
+    if (x->v != VERDICT_RETRY || try >= cfg.retries)
       break;
     delay = cfg.retry_delay_ms;
     for (unsigned i = 0; i < try && delay < MAX_RETRY_DELAY_MS; i++)
       delay *= 2;
-    if (x->retry_after_ms > delay)
-      delay = x->retry_after_ms;
+    if (x->a.retry_after_ms > delay)
+      delay = x->a.retry_after_ms;
     if (delay > MAX_RETRY_DELAY_MS)
       delay = MAX_RETRY_DELAY_MS;
     nbdkit_debug ("%s: %s%s: %s: retry %u of %u in %u ms", x->what,
@@ -1329,15 +1104,15 @@ perform_on (struct conn *c, struct xfer *x)
                     "or the client disconnected)", x->what, cfg.shown_url,
                     where, x->why);
       errno = ESHUTDOWN;
-      return -1;
+      return VERDICT_STOPPED;
     }
   }
   if (!x->reported)
     (x->quiet ? nbdkit_debug : nbdkit_error)
       ("%s: %s%s: %s%s", x->what, cfg.shown_url, where, x->why,
-       x->transient ? " (retries exhausted)" : "");
+       x->v == VERDICT_RETRY ? " (retries exhausted)" : "");
   errno = EIO;
-  return -1;
+  return x->v;
 }
 
 /* During the probe: the quickest answer so far. */
@@ -1361,46 +1136,47 @@ engine_round_trip (void)
 }
 
 /* Run one request on a handle borrowed from the pool. */
-static int
+static enum verdict
 perform (struct xfer *x)
 {
   struct conn *c = pool_get ();
-  int r;
+  enum verdict v;
 
   if (c == NULL) {
     errno = EIO;                /* engine_conn_new reported why */
-    return -1;
+    return VERDICT_REFUSED;
   }
-  r = perform_on (c, x);
+  v = perform_on (c, x);
   if (!serving)
     note_wait (c);
   pool_put (c);
-  return r;
+  return v;
 }
 
 static void
 copy_info (struct object_info *info, const struct xfer *x)
 {
-  if (x->bad_validator)
+  if (x->a.bad_validator)
     nbdkit_debug ("%s: %s: the server sent an ETag or Last-Modified with "
                   "control characters: not used", x->what, cfg.shown_url);
-  info->status = x->status;
-  strcpy (info->etag, x->etag);
-  strcpy (info->last_modified, x->last_modified);
+  info->status = x->a.status;
+  strcpy (info->etag, x->a.etag);
+  strcpy (info->last_modified, x->a.last_modified);
 }
 
 /* The probe is done: from now on connection failures are retried, and
  * reads are pinned to the object the probe found.
  */
-int
+void
 engine_serving (void)
 {
   serving = true;
   if (!cfg.pin_object || cfg.is_file)
-    return 0;
+    return;
   LOCK_FOR_SCOPE (&pin_lock);
   /* A weak ETag cannot be used with If-Match (RFC 9110 13.1.1). */
-  if (object.etag[0] && strncmp (object.etag, "W/", 2) != 0)
+  pin_by_etag = object.etag[0] && strncmp (object.etag, "W/", 2) != 0;
+  if (pin_by_etag)
     snprintf (pin_header, sizeof pin_header, "If-Match: %s", object.etag);
   else if (object.last_modified[0])
     snprintf (pin_header, sizeof pin_header, "If-Unmodified-Since: %s",
@@ -1408,11 +1184,10 @@ engine_serving (void)
   else {
     nbdkit_debug ("%s: no ETag or Last-Modified: the object cannot be "
                   "pinned", cfg.shown_url);
-    return 0;
+    return;
   }
   pinned = true;
   nbdkit_debug ("%s: reads pinned with %s", cfg.shown_url, pin_header);
-  return 0;
 }
 
 /* A writable connection opened: the object will change under our own
@@ -1435,13 +1210,15 @@ engine_unpin (void)
 int
 engine_head (struct object_info *info)
 {
-  struct xfer x = { .method = HEAD, .what = "HEAD", .count = 1 };
+  struct xfer x = {
+    .q = asking (HEAD), .what = "HEAD", .count = 1,
+  };
 
-  if (perform (&x) == -1)
+  if (verdict_failed (perform (&x)))
     return -1;
   copy_info (info, &x);
   /* Two different Content-Lengths give no size: the probe asks a GET. */
-  info->size = x.framing_twice ? -1 : x.content_length;
+  info->size = x.a.framing_twice ? -1 : x.a.content_length;
   return 0;
 }
 
@@ -1459,16 +1236,18 @@ engine_get_byte (struct object_info *info, uint64_t offset)
     .first = offset, .last = offset, .reqs = reqs, .nreqs = 1,
   };
   struct xfer x = {
-    .method = GET, .what = "GET", .offset = offset, .count = 1,
-    .spans = &span, .nspans = 1, .expect_total = info->size,
-    .allow_empty = info->size < 0,
+    .q = one_range (offset, offset, info->size), .what = "GET",
+    .offset = offset, .count = 1, .spans = &span,
   };
+  enum verdict v;
 
-  if (perform (&x) == -1)
+  x.q.allow_empty = info->size < 0;
+  v = perform (&x);
+  if (verdict_failed (v))
     return -1;
   copy_info (info, &x);
   if (!cfg.is_file)
-    info->size = x.empty ? 0 : x.cr_total;
+    info->size = v == VERDICT_EMPTY ? 0 : x.a.cr_total;
   return 0;
 }
 
@@ -1485,8 +1264,8 @@ engine_warm (struct conn *c)
   struct read_req *reqs[1] = { &req };
   struct span span = { .first = 0, .last = 0, .reqs = reqs, .nreqs = 1 };
   struct xfer x = {
-    .method = GET, .what = "warm-up GET", .spans = &span, .nspans = 1,
-    .offset = 0, .count = 1, .expect_total = object.size, .quiet = true,
+    .q = one_range (0, 0, object.size), .what = "warm-up GET",
+    .spans = &span, .offset = 0, .count = 1, .quiet = true,
   };
 
   if (object.size > 0)
@@ -1510,18 +1289,19 @@ engine_answer_wait_ns (struct conn *c)
   return (int64_t) (first - sent) * 1000;
 }
 
-/* GET of nspans ranges (at most MAX_SPANS) into the reads they cover.
- * 0 when every byte arrived, -1 on errors (reported), -2 when a
- * multi-range request was not answered with its parts.
+/* GET of nspans ranges (at most MAX_SPANS) into the reads they cover:
+ * the verdict on the answer, failures reported except
+ * VERDICT_NOT_THE_PARTS_ASKED_FOR (see perform_on).
  */
-int
+enum verdict
 engine_get_spans (struct conn *c, struct span *spans, unsigned nspans)
 {
   struct xfer x = {
-    .method = GET, .what = "pread", .spans = spans, .nspans = nspans,
-    .expect_total = object.size,
+    .q = one_range (spans[0].first, spans[0].last, object.size),
+    .what = "pread", .spans = spans,
   };
 
+  x.q.nranges = nspans;
   if (nspans == 1) {
     x.offset = spans[0].first;
     x.count = spans[0].last - spans[0].first + 1;
@@ -1562,23 +1342,23 @@ static int
 put (const void *buf, uint32_t count, uint64_t offset)
 {
   struct xfer x = {
-    .method = PUT, .what = "pwrite", .offset = offset, .count = count,
-    .wbuf = buf,
+    .q = asking (PUT), .what = "pwrite",
+    .offset = offset, .count = count, .wbuf = buf,
   };
 
-  if (perform (&x) == -1)
+  if (verdict_failed (perform (&x)))
     return -1;
-  if (x.status >= 200 && x.status <= 299)
+  if (x.a.status >= 200 && x.a.status <= 299)
     return 1;
-  if (x.status == 400 || x.status == 405 || x.status == 501)
+  if (x.a.status == 400 || x.a.status == 405 || x.a.status == 501)
     nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
                   "refused a partial PUT with HTTP %ld: it does not take "
                   "partial writes (use nbdkit -r to serve it read-only)",
-                  cfg.shown_url, offset, offset + count - 1, x.status);
+                  cfg.shown_url, offset, offset + count - 1, x.a.status);
   else
     nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
                   "answered HTTP %ld", cfg.shown_url, offset,
-                  offset + count - 1, x.status);
+                  offset + count - 1, x.a.status);
   return 0;
 }
 

@@ -15,8 +15,8 @@
  * its read queued and a handle free takes the whole queue (up to
  * MAX_BATCH reads) and asks for all of it in one request, then wakes
  * the threads whose reads it carried.  With nothing queued that is one
- * read per request, as before; under load (a client with many requests
- * in flight) it is one request per batch.  Reads that touch or overlap
+ * read per request; under load (a client with many requests in flight)
+ * it is one request per batch.  Reads that touch or overlap
  * are merged into one range; separate ranges go in one multi-range
  * request ("Range: bytes=A-B,C-D"), answered as multipart/byteranges.
  * The cost of an HTTP request is mostly per request, not per byte:
@@ -484,7 +484,7 @@ run_batch (struct conn *c, struct read_req **batch, unsigned n)
   struct span spans[MAX_BATCH];
   unsigned ns, i, j, k;
   bool multi;
-  int r;
+  enum verdict v;
 
   ns = make_spans (batch, n, spans);
   {
@@ -497,25 +497,25 @@ run_batch (struct conn *c, struct read_req **batch, unsigned n)
     k = ns - i < MAX_SPANS ? ns - i : MAX_SPANS;
     if (k == 1 || !multi) {
       k = 1;
-      if (engine_get_spans (c, &spans[i], 1) == -1)
+      if (verdict_failed (engine_get_spans (c, &spans[i], 1)))
         fail_span (&spans[i]);
       continue;
     }
-    r = engine_get_spans (c, &spans[i], k);
-    if (r == 0)
+    v = engine_get_spans (c, &spans[i], k);
+    if (!verdict_failed (v))
       continue;
-    if (r == -1) {
+    if (v != VERDICT_NOT_THE_PARTS_ASKED_FOR) {
       for (j = i; j < i + k; j++)
         fail_span (&spans[j]);
       continue;
     }
-    /* -2: the answer was not the parts asked for. */
+    /* This server does not answer several ranges with their parts. */
     {
       LOCK_FOR_SCOPE (&pool.lock);
       pool.multirange = multi = false;
     }
     for (j = i; j < i + k; j++)
-      if (engine_get_spans (c, &spans[j], 1) == -1)
+      if (verdict_failed (engine_get_spans (c, &spans[j], 1)))
         fail_span (&spans[j]);
   }
 }

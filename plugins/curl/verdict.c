@@ -1,0 +1,434 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * The verdict on an answer (see verdict.h).  Over HTTP a GET must be
+ * 206 with exactly the requested range: Content-Range (of the answer,
+ * or of each multipart part, which ranges.c checks) must be exactly a
+ * requested range of an object of the size found at start-up, and the
+ * body exactly those bytes.  HEAD and PUT answers are judged by their
+ * callers, except that a transient status is retried.
+ *
+ * engine.c asks at the end of each header block, on each piece of body
+ * and at the end of the transfer; the same facts always give the same
+ * verdict, so a refusal at the headers is also the verdict at the end.
+ * Judging at the headers means a server that ignores Range and starts
+ * sending the whole object is cut off after its headers, not after the
+ * whole object.
+ */
+
+#include <config.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "curldefs.h"
+
+void
+answer_reset (struct answer *a)
+{
+  memset (a, 0, sizeof *a);
+  a->content_length = a->cr_total = a->unsatisfied_total = -1;
+  a->rc = CURLE_OK;
+}
+
+/* A validator goes back to the server in If-Match or
+ * If-Unmodified-Since, so one with control characters (a CR would end
+ * that header and start another of the server's choosing) or a NUL is
+ * never kept, only noted as unusable.  So is one longer than the field
+ * (a truncated ETag would compare equal to a different one, and an
+ * absent one would not be compared at all), and a second one that
+ * differs from the first (which is meant cannot be known).  While reads
+ * are pinned, an answer with an unusable validator is refused.
+ */
+static void
+copy_validator (struct answer *a, char *dst, size_t dstlen, const char *v,
+                size_t len)
+{
+  size_t i;
+
+  for (i = 0; i < len; i++) {
+    if ((unsigned char) v[i] < 0x20 || v[i] == 0x7f) {
+      a->bad_validator = true;
+      return;
+    }
+  }
+  if (len >= dstlen || (dst[0] && (strlen (dst) != len ||
+                                   memcmp (dst, v, len) != 0))) {
+    a->bad_validator = true;
+    return;
+  }
+  memcpy (dst, v, len + 1);
+}
+
+/* One header line of the answer, NAME: V (V is VLEN bytes, NUL
+ * terminated, and may hold a NUL).  False for a malformed
+ * Content-Range, which is ignored.
+ */
+bool
+answer_header (struct answer *a, const char *name, const char *v,
+               size_t vlen)
+{
+  /* Which of two different Content-Range or Content-Length headers is
+   * meant cannot be known (RFC 9112 6.3 makes the second case an error),
+   * so neither is used.  The same value twice is harmless.
+   */
+  if (strcasecmp (name, "content-length") == 0) {
+    int64_t n = parse_number (v, NULL);
+
+    if (a->cl_seen && (n == -1 || a->content_length != n))
+      a->framing_twice = true;
+    a->cl_seen = true;
+    a->content_length = n;
+  }
+  else if (strcasecmp (name, "content-range") == 0) {
+    const char *p;
+    uint64_t first = a->cr_first, last = a->cr_last;
+    int64_t total = a->cr_total;
+    bool had = a->has_content_range;
+
+    a->has_content_range = parse_content_range (v, &a->cr_first,
+                                                &a->cr_last, &a->cr_total);
+    if (a->cr_seen &&
+        !(had && a->has_content_range && a->cr_first == first &&
+          a->cr_last == last && a->cr_total == total))
+      a->framing_twice = true;
+    a->cr_seen = true;
+    if (strncasecmp (v, "bytes */", 8) == 0) {
+      a->unsatisfied_total = parse_number (v + 8, &p);
+      if (a->unsatisfied_total >= 0 && *p != '\0')
+        a->unsatisfied_total = -1;
+    }
+    else if (!a->has_content_range)
+      return false;
+  }
+  else if (strcasecmp (name, "content-type") == 0) {
+    if (!parse_multipart_type (v, a->boundary, sizeof a->boundary))
+      a->boundary[0] = '\0';
+  }
+  else if (strcasecmp (name, "retry-after") == 0) {
+    /* Seconds; an HTTP-date is left to the backoff. */
+    int64_t secs = parse_number (v, NULL);
+    if (secs >= 0)
+      a->retry_after_ms = secs > MAX_RETRY_DELAY_MS / 1000
+        ? MAX_RETRY_DELAY_MS : (unsigned) secs * 1000;
+  }
+  else if (strcasecmp (name, "etag") == 0)
+    copy_validator (a, a->etag, sizeof a->etag, v, vlen);
+  else if (strcasecmp (name, "last-modified") == 0)
+    copy_validator (a, a->last_modified, sizeof a->last_modified, v,
+                    vlen);
+  return true;
+}
+
+const char *
+verdict_name (enum verdict v)
+{
+  switch (v) {
+  case VERDICT_OK: return "OK";
+  case VERDICT_PARTS: return "PARTS";
+  case VERDICT_EMPTY: return "EMPTY";
+  case VERDICT_REDIRECT: return "REDIRECT";
+  case VERDICT_RETRY: return "RETRY";
+  case VERDICT_REFUSED: return "REFUSED";
+  case VERDICT_NOT_THE_PARTS_ASKED_FOR: return "NOT_THE_PARTS_ASKED_FOR";
+  case VERDICT_OBJECT_CHANGED: return "OBJECT_CHANGED";
+  case VERDICT_STOPPED: return "STOPPED";
+  }
+  return "?";
+}
+
+/* Statuses that say "not now" rather than "no" (RFC 9110 15.5.9,
+ * 15.6; RFC 6585 4 for 429).  501 Not Implemented will not change.
+ */
+static bool
+transient_status (long status)
+{
+  return status == 408 || status == 429 ||
+    (status >= 500 && status <= 599 && status != 501);
+}
+
+/* Transport failures that another try may not repeat.  Others (TLS
+ * verification, a refused protocol, our own callbacks' aborts) will.
+ * Before the probe is done a server that cannot be reached is a wrong
+ * URL: that fails at start-up at once.
+ */
+static bool
+transient_error (CURLcode rc, bool serving)
+{
+  switch (rc) {
+  case CURLE_COULDNT_RESOLVE_HOST:
+  case CURLE_COULDNT_CONNECT:
+    return serving;
+  case CURLE_RECV_ERROR:
+  case CURLE_SEND_ERROR:
+  case CURLE_PARTIAL_FILE:
+  case CURLE_OPERATION_TIMEDOUT:
+  case CURLE_GOT_NOTHING:
+  case CURLE_HTTP2:
+  case CURLE_HTTP2_STREAM:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* A status other than the one wanted. */
+static enum verdict
+bad_status (const struct answer *a, char *why, size_t size)
+{
+  if (a->status == 412) {
+    snprintf (why, size, "the object at the URL changed since it was "
+              "opened (HTTP 412 Precondition Failed)");
+    return VERDICT_OBJECT_CHANGED;
+  }
+  snprintf (why, size,
+            "the server answered HTTP %ld instead of 206 Partial Content",
+            a->status);
+  return transient_status (a->status) ? VERDICT_RETRY : VERDICT_REFUSED;
+}
+
+/* The answer's validators against the one the request carried. */
+static bool
+same_object (const struct asked *q, const struct answer *a, char *why,
+             size_t size)
+{
+  const char *now;
+
+  if (!q->pinned)
+    return true;
+  if (a->bad_validator) {
+    snprintf (why, size, "the object at the URL may have changed since "
+              "it was opened: the answer's ETag or Last-Modified is "
+              "unusable (control characters, too long, or two different "
+              "ones)");
+    return false;
+  }
+  /* The answer must carry the kind of validator the reads are pinned
+   * by: a server that ignores If-Match may drop it along with the old
+   * object.  RFC 9110 15.3.7 requires a 206 to carry the ETag that a 200
+   * would have.
+   */
+  now = q->pin_by_etag ? a->etag : a->last_modified;
+  if (now[0] == '\0') {
+    snprintf (why, size, "the object at the URL may have changed since "
+              "it was opened: the answer carries no %s (pin-object=false "
+              "reads without this check)",
+              q->pin_by_etag ? "ETag" : "Last-Modified");
+    return false;
+  }
+  if (strcmp (q->pin_value, now) == 0)
+    return true;
+  snprintf (why, size, "the object at the URL changed since it was "
+            "opened: its validator was %.80s, now %.80s", q->pin_value, now);
+  return false;
+}
+
+/* The answer to a request for several ranges must be 206 with a
+ * multipart/byteranges body.  200 (the whole object: S3 and others
+ * ignore a multi-range request), a single range covering them (RFC 9110
+ * lets a server merge ranges), 416 or 400 (too many ranges) mean that
+ * this server cannot be asked that way: the caller asks again one range
+ * per request.
+ */
+static enum verdict
+multi_headers (const struct asked *q, const struct answer *a, char *why,
+               size_t size)
+{
+  if (a->status == 206 && !same_object (q, a, why, size))
+    return VERDICT_OBJECT_CHANGED;
+  if (a->status == 206 && !a->has_content_range && a->boundary[0])
+    return VERDICT_PARTS;
+  if (a->status == 200 || a->status == 206 || a->status == 400 ||
+      a->status == 416 || a->status == 501) {
+    snprintf (why, size, "a request for %u ranges was answered with "
+              "HTTP %ld%s", q->nranges, a->status,
+              a->status == 206 ? " but not multipart/byteranges" : "");
+    return VERDICT_NOT_THE_PARTS_ASKED_FOR;
+  }
+  return bad_status (a, why, size);
+}
+
+/* Redirects that name a new location for the same request (RFC 9110
+ * 15.4).  engine.c follows them itself, not libcurl, to choose what
+ * each hop may carry.
+ */
+static bool
+is_redirect (const struct asked *q, const struct answer *a)
+{
+  switch (a->status) {
+  case 301: case 302: case 303: case 307: case 308:
+    return q->follow_redirects && a->has_location;
+  default:
+    return false;
+  }
+}
+
+/* The answer to the probe's one-byte GET that proves the object empty:
+ * 416 with "Content-Range: bytes STAR/0" (nginx, RFC 9110 15.5.17), or
+ * 200 with no body (Apache ignores a Range for an empty file).
+ */
+static bool
+is_empty_answer (const struct answer *a)
+{
+  return (a->status == 416 && a->unsatisfied_total == 0) ||
+    (a->status == 200 && a->content_length == 0);
+}
+
+/* The verdict on a complete header block. */
+static enum verdict
+judge_headers (const struct asked *q, const struct answer *a, char *why,
+               size_t size)
+{
+  uint64_t count = q->last - q->first + 1;
+
+  if (is_redirect (q, a))
+    return VERDICT_REDIRECT;
+  if (q->method != GET || q->is_file)
+    return VERDICT_OK;
+  if (a->framing_twice) {
+    snprintf (why, size, "an answer with two different Content-Length or "
+              "Content-Range headers");
+    return VERDICT_REFUSED;
+  }
+  if (q->nranges > 1)
+    return multi_headers (q, a, why, size);
+  if (q->allow_empty && is_empty_answer (a))
+    return VERDICT_EMPTY;
+  if (a->status == 200) {
+    snprintf (why, size, "the server answered HTTP 200 instead of 206 "
+              "Partial Content: it does not support range requests");
+    return VERDICT_REFUSED;
+  }
+  if (a->status != 206)
+    return bad_status (a, why, size);
+  if (!same_object (q, a, why, size))
+    return VERDICT_OBJECT_CHANGED;
+  if (!a->has_content_range) {
+    snprintf (why, size, "206 answer without a valid Content-Range");
+    return VERDICT_REFUSED;
+  }
+  if (a->cr_first != q->first || a->cr_last != q->last) {
+    snprintf (why, size, "the server sent Content-Range bytes %" PRIu64
+              "-%" PRIu64 ", not the requested range",
+              a->cr_first, a->cr_last);
+    return VERDICT_REFUSED;
+  }
+  if (q->expect_total >= 0 && a->cr_total != q->expect_total) {
+    snprintf (why, size, "the object at the URL changed since it was "
+              "opened: its size was %" PRIi64 ", now %" PRIi64,
+              q->expect_total, a->cr_total);
+    return VERDICT_OBJECT_CHANGED;
+  }
+  if (a->content_length >= 0 && (uint64_t) a->content_length != count) {
+    snprintf (why, size, "Content-Length %" PRIi64 " does not match the "
+              "%" PRIu64 " bytes requested", a->content_length, count);
+    return VERDICT_REFUSED;
+  }
+  return VERDICT_OK;
+}
+
+/* The body as far as it came, after headers that gave v (not a
+ * failure).  Bodies that carry none of the object's bytes are not
+ * judged.
+ */
+static enum verdict
+judge_body (const struct asked *q, const struct answer *a, enum verdict v,
+            char *why, size_t size)
+{
+  uint64_t count = q->last - q->first + 1;
+
+  if (q->method != GET || v == VERDICT_REDIRECT || v == VERDICT_EMPTY)
+    return v;
+  if (!q->is_file && a->body_early) {
+    snprintf (why, size, "body before the end of the headers");
+    return VERDICT_REFUSED;
+  }
+  if (a->parts_refused) {
+    snprintf (why, size, "%s", a->parts_why ? a->parts_why : "");
+    return VERDICT_NOT_THE_PARTS_ASKED_FOR;
+  }
+  if (q->nranges == 1 && a->body_len > count) {
+    snprintf (why, size, "the server sent more than the %" PRIu64
+              " bytes requested", count);
+    return VERDICT_REFUSED;
+  }
+  return v;
+}
+
+/* How the transfer ended, after headers and body that gave v (not a
+ * failure).
+ */
+static enum verdict
+judge_end (const struct asked *q, const struct answer *a, enum verdict v,
+           char *why, size_t size)
+{
+  uint64_t count = q->last - q->first + 1;
+
+  if (a->stopped) {
+    snprintf (why, size, "stopped: nbdkit is shutting down or the client "
+              "disconnected");
+    return VERDICT_STOPPED;
+  }
+  /* A body that carries none of the object's bytes was cut off for its
+   * length or its slowness: the answer itself is complete.
+   */
+  if (a->rc != CURLE_OK &&
+      !(a->ignore_cut && (a->rc == CURLE_WRITE_ERROR ||
+                          a->rc == CURLE_ABORTED_BY_CALLBACK))) {
+    snprintf (why, size, "%.100s%s%.150s", a->rc_text ? a->rc_text : "",
+              a->errbuf && a->errbuf[0] ? ": " : "",
+              a->errbuf ? a->errbuf : "");
+    return transient_error (a->rc, q->serving)
+      ? VERDICT_RETRY : VERDICT_REFUSED;
+  }
+  /* "200 with Content-Length: 0" is no proof of an empty object when
+   * a body came all the same (Transfer-Encoding: chunked wins).
+   */
+  if (v == VERDICT_EMPTY && a->status == 200 && a->body_len > 0) {
+    snprintf (why, size, "an answer that says the object is empty "
+              "(Content-Length: 0) carried a body");
+    return VERDICT_REFUSED;
+  }
+  if (v == VERDICT_REDIRECT || v == VERDICT_EMPTY)
+    return v;
+  /* A body cut short without a transport error (a server that closed
+   * a chunked answer early, file:// at end of file) is an error too.
+   */
+  if (q->method == GET) {
+    if (q->nranges > 1 && !a->parts_complete) {
+      snprintf (why, size, "%s", a->parts_why ? a->parts_why : "");
+      return VERDICT_NOT_THE_PARTS_ASKED_FOR;
+    }
+    if (q->nranges == 1 && a->body_len != count) {
+      snprintf (why, size, "short body: %" PRIu64 " of %" PRIu64 " bytes",
+                a->body_len, count);
+      return VERDICT_RETRY;
+    }
+    return v;
+  }
+  /* HEAD and PUT callers judge the status; a passing one is retried. */
+  if (transient_status (a->status)) {
+    snprintf (why, size, "the server answered HTTP %ld", a->status);
+    return VERDICT_RETRY;
+  }
+  return VERDICT_OK;
+}
+
+enum verdict
+verdict_judge (const struct asked *q, const struct answer *a, char *why,
+               size_t size)
+{
+  enum verdict v = VERDICT_OK;
+
+  why[0] = '\0';
+  if (a->headers_done)
+    v = judge_headers (q, a, why, size);
+  if (!verdict_failed (v))
+    v = judge_body (q, a, v, why, size);
+  if (!verdict_failed (v) && a->complete)
+    v = judge_end (q, a, v, why, size);
+  return v;
+}

@@ -1,0 +1,111 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * The verdict on an answer: what was asked, what came back, and one
+ * pure function (verdict.c) that says whether the answer is the one
+ * asked for, and if not, what to do about it.  engine.c gathers the
+ * facts as libcurl hands them over and acts on the verdict; nothing
+ * here does I/O or reads the plugin's globals, so tests/test-verdict.c
+ * can feed it answers without a server.
+ */
+
+#ifndef VERDICT_H
+#define VERDICT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+
+/* What was asked.  Built before the request and not changed after. */
+struct asked {
+  enum method { HEAD, GET, PUT } method;
+  unsigned nranges;             /* GET: ranges in the Range header */
+  uint64_t first, last;         /* GET of one range: inclusive */
+  int64_t expect_total;         /* Content-Range total, -1 if unknown */
+  bool allow_empty;             /* probe: an empty object is an answer */
+  bool is_file;                 /* file://: no status, no headers */
+  bool follow_redirects;        /* followlocation= */
+  bool serving;                 /* the probe is done */
+  /* The validator the request carried (If-Match with a strong ETag,
+   * else If-Unmodified-Since), which the answer's must equal.
+   */
+  bool pinned;
+  bool pin_by_etag;
+  const char *pin_value;
+};
+
+/* What came back, as far as it has arrived: the header facts of the
+ * last header block, what the body did, and at the end (complete) how
+ * the transfer ended.  answer_reset starts a new header block, and
+ * answer_header takes in each of its lines.
+ */
+/* Validators go into struct object_info (curldefs.h) as they are. */
+#define ETAG_SIZE 256
+#define LAST_MODIFIED_SIZE 64
+
+struct answer {
+  long status;                  /* 0 before a status line, and file:// */
+  bool headers_done;            /* the last header block has ended */
+  int64_t content_length;       /* -1 if none or unparsable */
+  bool cl_seen, cr_seen;        /* Content-Length, Content-Range */
+  bool framing_twice;           /* ... came twice, differently */
+  bool has_content_range;       /* a valid "bytes FIRST-LAST/TOTAL" */
+  uint64_t cr_first, cr_last;
+  int64_t cr_total;             /* -1 for '*' */
+  int64_t unsatisfied_total;    /* "bytes STAR/N": N, else -1 */
+  char boundary[72];            /* multipart/byteranges, "" if not */
+  bool has_location;
+  char location[8192];          /* "" if too long or with a NUL */
+  char etag[ETAG_SIZE];         /* "" when absent */
+  char last_modified[LAST_MODIFIED_SIZE];
+  bool bad_validator;           /* unusable: see copy_validator */
+  unsigned retry_after_ms;      /* from Retry-After, 0 if none */
+
+  /* The body. */
+  uint64_t body_len;            /* bytes received, ignored ones too */
+  bool body_early;              /* bytes before the headers ended */
+  bool parts_refused;           /* ranges.c refused the multipart body */
+  const char *parts_why;        /* ... and why (multipart.why) */
+  bool ignore_cut;              /* an ignored body was cut off */
+  bool stopped;                 /* nbdkit is shutting down */
+
+  /* At the end only. */
+  bool complete;                /* the transfer has ended */
+  CURLcode rc;                  /* how */
+  const char *rc_text;          /* curl_easy_strerror (rc) */
+  const char *errbuf;           /* CURLOPT_ERRORBUFFER */
+  bool parts_complete;          /* multipart_complete */
+};
+
+extern void answer_reset (struct answer *a);
+extern bool answer_header (struct answer *a, const char *name,
+                           const char *v, size_t vlen);
+
+enum verdict {
+  VERDICT_OK,                   /* the bytes asked for (so far) */
+  VERDICT_PARTS,                /* ... as multipart/byteranges */
+  VERDICT_EMPTY,                /* proof that the object is empty */
+  VERDICT_REDIRECT,             /* follow Location; body ignored */
+  /* Failures from here on. */
+  VERDICT_RETRY,                /* "not now": worth another try */
+  VERDICT_REFUSED,              /* not the answer; asking again won't do */
+  VERDICT_NOT_THE_PARTS_ASKED_FOR, /* several ranges: ask one by one */
+  VERDICT_OBJECT_CHANGED,       /* not the object opened at start-up */
+  VERDICT_STOPPED,              /* nbdkit is shutting down */
+};
+
+static inline bool
+verdict_failed (enum verdict v)
+{
+  return v >= VERDICT_RETRY;
+}
+
+extern const char *verdict_name (enum verdict v);
+extern enum verdict verdict_judge (const struct asked *q,
+                                   const struct answer *a,
+                                   char *why, size_t size);
+
+#endif /* VERDICT_H */
