@@ -198,7 +198,7 @@ static int
 curl_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
              uint32_t flags)
 {
-  return engine_pwrite (buf, count, offset);
+  return writing_pwrite (buf, count, offset);
 }
 
 static struct nbdkit_plugin plugin = {

@@ -137,14 +137,21 @@ extern void config_unload (void);
   "ipresolve=<any|v4|v6>     Which IP versions to use.\n"              \
   "aws-sigv4=<PROVIDER...>   Sign requests with AWS Signature V4."
 
-/* probe.c: what the object at the URL is, found once at start-up. */
+/* What the object at the URL is: probe.c finds it once at start-up. */
 struct object_info {
   long status;                  /* HTTP status, 0 for file:// */
   int64_t size;                 /* -1 when unknown */
   char etag[ETAG_SIZE];         /* "" when absent */
   char last_modified[LAST_MODIFIED_SIZE];  /* "" when absent */
 };
+
+/* remote.c: what is known about the object (probe.c fills it in), and
+ * whether the plugin serves it yet (the probe is done).
+ */
 extern struct object_info object;
+extern void remote_serving (void);
+extern bool remote_is_serving (void);
+extern bool remote_stopping (void);
 
 extern int probe_object (void);
 
@@ -236,14 +243,18 @@ extern struct conn *engine_conn_new (void);
 extern void engine_conn_free (struct conn *c);
 extern void engine_serving (void);
 extern void engine_unpin (void);
-extern bool engine_stopping (void);
-extern int engine_head (struct object_info *info);
-extern int engine_get_byte (struct object_info *info, uint64_t offset);
+extern int engine_head (struct conn *c, struct object_info *info);
+extern int engine_get_byte (struct conn *c, struct object_info *info,
+                            uint64_t offset);
+extern int engine_put (struct conn *c, const void *buf, uint32_t count,
+                       uint64_t offset, long *status);
 extern int64_t engine_answer_wait_ns (struct conn *c);
 extern int64_t engine_round_trip (void);
 extern void engine_warm (struct conn *c);
 extern enum verdict engine_get_spans (struct conn *c, struct span *spans,
                                       unsigned nspans);
-extern int engine_pwrite (const void *buf, uint32_t count, uint64_t offset);
+
+/* writing.c: NBD writes, each checked (see there). */
+extern int writing_pwrite (const void *buf, uint32_t count, uint64_t offset);
 
 #endif /* CURLDEFS_H */

@@ -5,7 +5,9 @@
  * The transfer engine: the only file that makes requests.
  *
  * Each request runs with curl_easy_perform in the calling nbdkit thread,
- * on an easy handle borrowed from the pool (pool.c) and given back after.
+ * on an easy handle the caller borrowed from the pool (pool.c: batched
+ * reads; probe.c, writing.c: the rest) and gives back after: this file
+ * calls neither of them.
  * Each easy handle keeps its own keep-alive connection; DNS answers and
  * TLS sessions are shared between the handles through a share handle.
  * A GET may carry several ranges (pool.c batches reads that wait
@@ -135,11 +137,6 @@ struct conn {
 };
 
 static CURLSH *share;
-
-/* Set once the probe is done: connection failures are retried only
- * after it, so a wrong URL fails at start-up at once.
- */
-static bool serving;
 
 /* The quickest answer the probe got, in nanoseconds, from its request
  * sent to the answer's first byte: about one round trip to the server
@@ -304,7 +301,7 @@ engine_unload (void)
 
   if (curl_debug_times)
     times_print ();
-  pinned = serving = pin_by_etag = false;
+  pinned = pin_by_etag = false;
   if (share != NULL)
     curl_share_cleanup (share);
   share = NULL;
@@ -523,17 +520,6 @@ read_cb (char *data, size_t size, size_t nmemb, void *opaque)
   return len;
 }
 
-/* Is nbdkit shutting down, or has the client of the calling request
- * gone away?  nbdkit_nanosleep says so, but only in the threads that
- * serve connections: called from .get_ready (the probe, the first run
- * of the scripts) nbdkit 1.32 aborts in an assertion.
- */
-bool
-engine_stopping (void)
-{
-  return serving && nbdkit_nanosleep (0, 0) == -1;
-}
-
 /* libcurl calls this at least once a second during a transfer, and on
  * each piece of data.  It ends a transfer early when nbdkit is shutting
  * down (a server that went silent must not hold up nbdkit's exit for
@@ -552,7 +538,7 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
   if ((now.tv_sec - x->stop_checked.tv_sec) * 1000000000L +
       (now.tv_nsec - x->stop_checked.tv_nsec) >= 200000000L) {
     x->stop_checked = now;
-    if (engine_stopping ()) {
+    if (remote_stopping ()) {
       x->a.stopped = true;
       return 1;
     }
@@ -827,7 +813,7 @@ begin_exchange (struct xfer *x)
   x->why[0] = '\0';
   x->sent = 0;
   x->reported = false;
-  x->q.serving = serving;
+  x->q.serving = remote_is_serving ();
   {
     LOCK_FOR_SCOPE (&pin_lock);
     x->q.pinned = pinned && x->q.method == GET;
@@ -1087,9 +1073,9 @@ perform_on (struct conn *c, struct xfer *x)
                   cfg.shown_url, where, x->why, try + 1, cfg.retries, delay);
     /* nbdkit's sleep ends early when nbdkit shuts down or the client
      * goes away: neither waits for the back-off.  Not in .get_ready,
-     * where nbdkit 1.32 aborts in it (see engine_stopping).
+     * where nbdkit 1.32 aborts in it (see remote_stopping).
      */
-    if (!serving) {
+    if (!remote_is_serving ()) {
       struct timespec ts = {
         .tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000L,
       };
@@ -1135,21 +1121,17 @@ engine_round_trip (void)
   return cfg.is_file || probe_wait_ns < 0 ? 0 : probe_wait_ns;
 }
 
-/* Run one request on a handle borrowed from the pool. */
+/* Run one request that is not a batched read (HEAD, the probe's GET,
+ * PUT) on c; before serving, its answer's delay counts towards the
+ * round trip (engine_round_trip).
+ */
 static enum verdict
-perform (struct xfer *x)
+perform (struct conn *c, struct xfer *x)
 {
-  struct conn *c = pool_get ();
-  enum verdict v;
+  enum verdict v = perform_on (c, x);
 
-  if (c == NULL) {
-    errno = EIO;                /* engine_conn_new reported why */
-    return VERDICT_REFUSED;
-  }
-  v = perform_on (c, x);
-  if (!serving)
+  if (!remote_is_serving ())
     note_wait (c);
-  pool_put (c);
   return v;
 }
 
@@ -1170,7 +1152,7 @@ copy_info (struct object_info *info, const struct xfer *x)
 void
 engine_serving (void)
 {
-  serving = true;
+  remote_serving ();
   if (!cfg.pin_object || cfg.is_file)
     return;
   LOCK_FOR_SCOPE (&pin_lock);
@@ -1208,13 +1190,13 @@ engine_unpin (void)
  * is (the probe decides what a refusal means).
  */
 int
-engine_head (struct object_info *info)
+engine_head (struct conn *c, struct object_info *info)
 {
   struct xfer x = {
     .q = asking (HEAD), .what = "HEAD", .count = 1,
   };
 
-  if (verdict_failed (perform (&x)))
+  if (verdict_failed (perform (c, &x)))
     return -1;
   copy_info (info, &x);
   /* Two different Content-Lengths give no size: the probe asks a GET. */
@@ -1227,7 +1209,7 @@ engine_head (struct object_info *info)
  * < 0).  Then an answer that proves the object empty gives a size of 0.
  */
 int
-engine_get_byte (struct object_info *info, uint64_t offset)
+engine_get_byte (struct conn *c, struct object_info *info, uint64_t offset)
 {
   char byte;
   struct read_req req = { .offset = offset, .count = 1, .buf = &byte };
@@ -1242,12 +1224,30 @@ engine_get_byte (struct object_info *info, uint64_t offset)
   enum verdict v;
 
   x.q.allow_empty = info->size < 0;
-  v = perform (&x);
+  v = perform (c, &x);
   if (verdict_failed (v))
     return -1;
   copy_info (info, &x);
   if (!cfg.is_file)
     info->size = v == VERDICT_EMPTY ? 0 : x.a.cr_total;
+  return 0;
+}
+
+/* PUT count bytes at offset (Content-Range) on c: 0 with the answer's
+ * status in *status, -1 when there was no answer (reported).
+ */
+int
+engine_put (struct conn *c, const void *buf, uint32_t count, uint64_t offset,
+            long *status)
+{
+  struct xfer x = {
+    .q = asking (PUT), .what = "pwrite",
+    .offset = offset, .count = count, .wbuf = buf,
+  };
+
+  if (verdict_failed (perform (c, &x)))
+    return -1;
+  *status = x.a.status;
   return 0;
 }
 
@@ -1309,169 +1309,3 @@ engine_get_spans (struct conn *c, struct span *spans, unsigned nspans)
   return perform_on (c, &x);
 }
 
-/* Partial PUT is an extension a server may ignore, replacing the whole
- * object with one block.  So each accepted write is checked (the
- * object's size, with HEAD) before any other write is sent, until one
- * write proves the server honours Content-Range: a server that ignored
- * it left an object of 'count' bytes, never of the original size, since
- * offset + count <= size.  A write of the whole object proves nothing
- * (its result is the same either way, so it is correct, but the next
- * partial write is not safe), so the checks go on after it.  A write
- * whose outcome is unknown (the check failed, or the PUT did) leaves the
- * gate UNCONFIRMED: the next write first checks the size, and is not
- * sent if that fails too.  Writes wait at the gate while a check runs.
- */
-static struct {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  enum { UNCHECKED, CHECKING, UNCONFIRMED, CHECKED, BROKEN } state;
-  /* UNCONFIRMED: the write to check, and whether the server took it. */
-  uint32_t count;
-  uint64_t offset;
-  bool accepted;
-} gate = {
-  .lock = PTHREAD_MUTEX_INITIALIZER,
-  .cond = PTHREAD_COND_INITIALIZER,
-  .state = UNCHECKED,
-};
-
-/* 1: the server took the write (2xx); 0: it refused it with a status;
- * -1: no answer (whether it was done is unknown).  Reports errors.
- */
-static int
-put (const void *buf, uint32_t count, uint64_t offset)
-{
-  struct xfer x = {
-    .q = asking (PUT), .what = "pwrite",
-    .offset = offset, .count = count, .wbuf = buf,
-  };
-
-  if (verdict_failed (perform (&x)))
-    return -1;
-  if (x.a.status >= 200 && x.a.status <= 299)
-    return 1;
-  if (x.a.status == 400 || x.a.status == 405 || x.a.status == 501)
-    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
-                  "refused a partial PUT with HTTP %ld: it does not take "
-                  "partial writes (use nbdkit -r to serve it read-only)",
-                  cfg.shown_url, offset, offset + count - 1, x.a.status);
-  else
-    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
-                  "answered HTTP %ld", cfg.shown_url, offset,
-                  offset + count - 1, x.a.status);
-  return 0;
-}
-
-/* After the write of count bytes at offset: 0 when the object kept its
- * size, 1 when it did not (reported), -1 when the size could not be
- * found (reported).  The size from HEAD, or where HEAD is refused or
- * gives none, from a ranged GET.
- */
-static int
-check_size (uint32_t count, uint64_t offset)
-{
-  struct object_info now = { .size = -1 };
-
-  if (engine_head (&now) == -1)
-    return -1;
-  if (now.status < 200 || now.status > 299 || now.size < 0) {
-    now.size = -1;
-    if (engine_get_byte (&now, 0) == -1)
-      return -1;
-  }
-  if (now.size != object.size) {
-    nbdkit_error ("pwrite: %s: the server ignored Content-Range: after "
-                  "writing %" PRIu32 " bytes at offset %" PRIu64 " the "
-                  "object has %" PRIi64 " bytes, not %" PRIi64 "; no "
-                  "further writes will be sent", cfg.shown_url, count,
-                  offset, now.size, object.size);
-    return 1;
-  }
-  return 0;
-}
-
-/* With gate.lock held: leave CHECKING for the outcome of a check of the
- * write of count bytes, which the server took or not.
- */
-static void
-gate_set_locked (int checked, uint32_t count, uint64_t offset,
-                 bool accepted)
-{
-  if (checked == 1)
-    gate.state = BROKEN;
-  else if (checked == -1) {
-    gate.state = UNCONFIRMED;
-    gate.count = count;
-    gate.offset = offset;
-    gate.accepted = accepted;
-  }
-  else if (accepted && count != object.size)
-    gate.state = CHECKED;
-  else
-    gate.state = UNCHECKED;
-  pthread_cond_broadcast (&gate.cond);
-}
-
-int
-engine_pwrite (const void *buf, uint32_t count, uint64_t offset)
-{
-  int done, checked;
-
-  pthread_mutex_lock (&gate.lock);
-  for (;;) {
-    while (gate.state == CHECKING)
-      pthread_cond_wait (&gate.cond, &gate.lock);
-    if (gate.state != UNCONFIRMED)
-      break;
-    /* An earlier write's outcome is unknown: find it out first. */
-    gate.state = CHECKING;
-    pthread_mutex_unlock (&gate.lock);
-    checked = check_size (gate.count, gate.offset);
-    pthread_mutex_lock (&gate.lock);
-    gate_set_locked (checked, gate.count, gate.offset, gate.accepted);
-    if (checked == -1) {
-      pthread_mutex_unlock (&gate.lock);
-      nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": not sent: "
-                    "whether the server took an earlier write as a partial "
-                    "one cannot be confirmed", cfg.shown_url, offset,
-                    offset + count - 1);
-      errno = EIO;
-      return -1;
-    }
-  }
-  if (gate.state == BROKEN) {
-    pthread_mutex_unlock (&gate.lock);
-    nbdkit_error ("pwrite: %s: writes stopped: the server ignored "
-                  "Content-Range on an earlier write", cfg.shown_url);
-    errno = EIO;
-    return -1;
-  }
-  if (gate.state == CHECKED) {
-    pthread_mutex_unlock (&gate.lock);
-    if (put (buf, count, offset) == 1)
-      return 0;
-    errno = EIO;
-    return -1;
-  }
-
-  /* UNCHECKED: this write goes alone and is checked. */
-  gate.state = CHECKING;
-  pthread_mutex_unlock (&gate.lock);
-
-  done = put (buf, count, offset);
-  /* A refused write changed nothing: nothing to check. */
-  checked = done == 1 ? check_size (count, offset) : done == 0 ? 0 : -1;
-
-  pthread_mutex_lock (&gate.lock);
-  gate_set_locked (checked, count, offset, done == 1);
-  pthread_mutex_unlock (&gate.lock);
-  if (done == 1 && checked == 0)
-    return 0;
-  if (done == 1 && checked == -1)
-    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
-                  "took the write, but whether it wrote only those bytes "
-                  "cannot be confirmed", cfg.shown_url, offset,
-                  offset + count - 1);
-  errno = EIO;
-  return -1;
-}

@@ -17,8 +17,6 @@
 
 #include "curldefs.h"
 
-struct object_info object = { .size = -1 };
-
 /* Answers to HEAD that mean "try a ranged GET instead": presigned
  * object-store URLs are signed for GET only and answer HEAD with 403,
  * and some servers do not implement HEAD at all.
@@ -29,13 +27,31 @@ head_refused (long status)
   return status == 403 || status == 405 || status == 501;
 }
 
+static int probe_on (struct conn *c);
+
+/* On one connection borrowed from the pool: the probe's requests run
+ * one after the other.
+ */
 int
 probe_object (void)
+{
+  struct conn *c = pool_get ();
+  int r;
+
+  if (c == NULL)
+    return -1;                  /* engine_conn_new reported why */
+  r = probe_on (c);
+  pool_put (c);
+  return r;
+}
+
+static int
+probe_on (struct conn *c)
 {
   struct object_info head = { .size = -1 };
   struct object_info get = { .size = -1 };
 
-  if (engine_head (&head) == -1)
+  if (engine_head (c, &head) == -1)
     return -1;
 
   if (cfg.is_file) {
@@ -75,7 +91,7 @@ probe_object (void)
    * whole object (it takes an end of 0 for none); else the first, where
    * an empty object answers 416 "bytes STAR/0" (or 200 with no body).
    */
-  if (engine_get_byte (&get, get.size > 0 ? get.size - 1 : 0) == -1)
+  if (engine_get_byte (c, &get, get.size > 0 ? get.size - 1 : 0) == -1)
     return -1;
   if (get.size < 0) {
     nbdkit_error ("GET %s: one byte: the answer does not give the "

@@ -113,7 +113,7 @@ wait_readable (int fd, const struct timespec *start)
       return 1;
     if (r == -1 && errno != EINTR)
       return -1;
-    if (engine_stopping ())
+    if (remote_stopping ())
       return -2;
   }
 }

@@ -1,0 +1,195 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * Writes: each NBD write is a partial PUT (engine_put), and the gate
+ * below decides when a write may go and checks that the server really
+ * wrote only the bytes asked for.
+ */
+
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+
+/* Partial PUT is an extension a server may ignore, replacing the whole
+ * object with one block.  So each accepted write is checked (the
+ * object's size, with HEAD) before any other write is sent, until one
+ * write proves the server honours Content-Range: a server that ignored
+ * it left an object of 'count' bytes, never of the original size, since
+ * offset + count <= size.  A write of the whole object proves nothing
+ * (its result is the same either way, so it is correct, but the next
+ * partial write is not safe), so the checks go on after it.  A write
+ * whose outcome is unknown (the check failed, or the PUT did) leaves the
+ * gate UNCONFIRMED: the next write first checks the size, and is not
+ * sent if that fails too.  Writes wait at the gate while a check runs.
+ */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  enum { UNCHECKED, CHECKING, UNCONFIRMED, CHECKED, BROKEN } state;
+  /* UNCONFIRMED: the write to check, and whether the server took it. */
+  uint32_t count;
+  uint64_t offset;
+  bool accepted;
+} gate = {
+  .lock = PTHREAD_MUTEX_INITIALIZER,
+  .cond = PTHREAD_COND_INITIALIZER,
+  .state = UNCHECKED,
+};
+
+/* 1: the server took the write (2xx); 0: it refused it with a status;
+ * -1: no answer (whether it was done is unknown).  Reports errors.
+ */
+static int
+put (const void *buf, uint32_t count, uint64_t offset)
+{
+  struct conn *c = pool_get ();
+  long status;
+  int r;
+
+  if (c == NULL)
+    return -1;                  /* engine_conn_new reported why */
+  r = engine_put (c, buf, count, offset, &status);
+  pool_put (c);
+  if (r == -1)
+    return -1;
+  if (status >= 200 && status <= 299)
+    return 1;
+  if (status == 400 || status == 405 || status == 501)
+    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
+                  "refused a partial PUT with HTTP %ld: it does not take "
+                  "partial writes (use nbdkit -r to serve it read-only)",
+                  cfg.shown_url, offset, offset + count - 1, status);
+  else
+    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
+                  "answered HTTP %ld", cfg.shown_url, offset,
+                  offset + count - 1, status);
+  return 0;
+}
+
+/* After the write of count bytes at offset: 0 when the object kept its
+ * size, 1 when it did not (reported), -1 when the size could not be
+ * found (reported).  The size from HEAD, or where HEAD is refused or
+ * gives none, from a ranged GET.
+ */
+static int
+check_size (uint32_t count, uint64_t offset)
+{
+  struct object_info now = { .size = -1 };
+  struct conn *c = pool_get ();
+  int r;
+
+  if (c == NULL)
+    return -1;                  /* engine_conn_new reported why */
+  r = engine_head (c, &now);
+  if (r == 0 && (now.status < 200 || now.status > 299 || now.size < 0)) {
+    now.size = -1;
+    r = engine_get_byte (c, &now, 0);
+  }
+  pool_put (c);
+  if (r == -1)
+    return -1;
+  if (now.size != object.size) {
+    nbdkit_error ("pwrite: %s: the server ignored Content-Range: after "
+                  "writing %" PRIu32 " bytes at offset %" PRIu64 " the "
+                  "object has %" PRIi64 " bytes, not %" PRIi64 "; no "
+                  "further writes will be sent", cfg.shown_url, count,
+                  offset, now.size, object.size);
+    return 1;
+  }
+  return 0;
+}
+
+/* With gate.lock held: leave CHECKING for the outcome of a check of the
+ * write of count bytes, which the server took or not.
+ */
+static void
+gate_set_locked (int checked, uint32_t count, uint64_t offset,
+                 bool accepted)
+{
+  if (checked == 1)
+    gate.state = BROKEN;
+  else if (checked == -1) {
+    gate.state = UNCONFIRMED;
+    gate.count = count;
+    gate.offset = offset;
+    gate.accepted = accepted;
+  }
+  else if (accepted && count != object.size)
+    gate.state = CHECKED;
+  else
+    gate.state = UNCHECKED;
+  pthread_cond_broadcast (&gate.cond);
+}
+
+int
+writing_pwrite (const void *buf, uint32_t count, uint64_t offset)
+{
+  int done, checked;
+
+  pthread_mutex_lock (&gate.lock);
+  for (;;) {
+    while (gate.state == CHECKING)
+      pthread_cond_wait (&gate.cond, &gate.lock);
+    if (gate.state != UNCONFIRMED)
+      break;
+    /* An earlier write's outcome is unknown: find it out first. */
+    gate.state = CHECKING;
+    pthread_mutex_unlock (&gate.lock);
+    checked = check_size (gate.count, gate.offset);
+    pthread_mutex_lock (&gate.lock);
+    gate_set_locked (checked, gate.count, gate.offset, gate.accepted);
+    if (checked == -1) {
+      pthread_mutex_unlock (&gate.lock);
+      nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": not sent: "
+                    "whether the server took an earlier write as a partial "
+                    "one cannot be confirmed", cfg.shown_url, offset,
+                    offset + count - 1);
+      errno = EIO;
+      return -1;
+    }
+  }
+  if (gate.state == BROKEN) {
+    pthread_mutex_unlock (&gate.lock);
+    nbdkit_error ("pwrite: %s: writes stopped: the server ignored "
+                  "Content-Range on an earlier write", cfg.shown_url);
+    errno = EIO;
+    return -1;
+  }
+  if (gate.state == CHECKED) {
+    pthread_mutex_unlock (&gate.lock);
+    if (put (buf, count, offset) == 1)
+      return 0;
+    errno = EIO;
+    return -1;
+  }
+
+  /* UNCHECKED: this write goes alone and is checked. */
+  gate.state = CHECKING;
+  pthread_mutex_unlock (&gate.lock);
+
+  done = put (buf, count, offset);
+  /* A refused write changed nothing: nothing to check. */
+  checked = done == 1 ? check_size (count, offset) : done == 0 ? 0 : -1;
+
+  pthread_mutex_lock (&gate.lock);
+  gate_set_locked (checked, count, offset, done == 1);
+  pthread_mutex_unlock (&gate.lock);
+  if (done == 1 && checked == 0)
+    return 0;
+  if (done == 1 && checked == -1)
+    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
+                  "took the write, but whether it wrote only those bytes "
+                  "cannot be confirmed", cfg.shown_url, offset,
+                  offset + count - 1);
+  errno = EIO;
+  return -1;
+}
