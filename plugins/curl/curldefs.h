@@ -90,6 +90,7 @@ extern int config_set (const char *key, const char *value);
 extern int config_complete (void);
 extern bool config_allows_scheme (const char *scheme);
 extern void config_unload (void);
+extern CURLcode config_apply (CURL *e);
 
 #define DEFAULT_CONNECTIONS 16
 #define DEFAULT_TIMEOUT 60

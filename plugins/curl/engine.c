@@ -593,48 +593,6 @@ close_cb (void *opaque, curl_socket_t sock)
 #define SET(opt, val) \
   if (rc == CURLE_OK) rc = curl_easy_setopt (e, opt, val)
 
-/* The user's choices of how to reach the server: TLS, identity,
- * cookies, proxy, TCP and name resolution.
- */
-static CURLcode
-set_transport (CURL *e)
-{
-  CURLcode rc = CURLE_OK;
-
-  SET (CURLOPT_SSL_VERIFYPEER, cfg.sslverify ? 1L : 0L);
-  SET (CURLOPT_SSL_VERIFYHOST, cfg.sslverify ? 2L : 0L);
-  if (cfg.cainfo)
-    SET (CURLOPT_CAINFO, cfg.cainfo);
-  if (cfg.capath)
-    SET (CURLOPT_CAPATH, cfg.capath);
-  if (cfg.user_agent)
-    SET (CURLOPT_USERAGENT, cfg.user_agent);
-  if (cfg.cookiefile)
-    SET (CURLOPT_COOKIEFILE, cfg.cookiefile);
-  if (cfg.cookiejar)
-    SET (CURLOPT_COOKIEJAR, cfg.cookiejar);
-  if (cfg.proxy)
-    SET (CURLOPT_PROXY, cfg.proxy);
-  if (cfg.proxy_user)
-    SET (CURLOPT_PROXYUSERNAME, cfg.proxy_user);
-  if (cfg.proxy_password)
-    SET (CURLOPT_PROXYPASSWORD, cfg.proxy_password);
-  if (cfg.ssl_version != CURL_SSLVERSION_DEFAULT)
-    SET (CURLOPT_SSLVERSION, cfg.ssl_version);
-  if (cfg.ssl_cipher_list)
-    SET (CURLOPT_SSL_CIPHER_LIST, cfg.ssl_cipher_list);
-  if (cfg.tls13_ciphers)
-    SET (CURLOPT_TLS13_CIPHERS, cfg.tls13_ciphers);
-  SET (CURLOPT_TCP_KEEPALIVE, cfg.tcp_keepalive ? 1L : 0L);
-  SET (CURLOPT_TCP_NODELAY, cfg.tcp_nodelay ? 1L : 0L);
-  if (cfg.unix_socket_path)
-    SET (CURLOPT_UNIX_SOCKET_PATH, cfg.unix_socket_path);
-  if (cfg.resolve)
-    SET (CURLOPT_RESOLVE, cfg.resolve);
-  SET (CURLOPT_IPRESOLVE, cfg.ipresolve);
-  return rc;
-}
-
 /* Options that every request on a handle shares. */
 static int
 setup_handle (struct conn *c)
@@ -646,29 +604,16 @@ setup_handle (struct conn *c)
   SET (CURLOPT_URL, cfg.url);
   SET (CURLOPT_NOSIGNAL, 1L);
   SET (CURLOPT_SHARE, share);
-  SET (CURLOPT_PROTOCOLS_STR, cfg.protocols);
   /* attempt follows redirects itself (see follow). */
   SET (CURLOPT_FOLLOWLOCATION, 0L);
   /* Through a proxy, an https URL's answer is preceded by the proxy's
    * "200 Connection established": not the answer to check.
    */
   SET (CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-  /* HTTP/1.1 by default (http-version= changes it), even where the
-   * server offers HTTP/2 over TLS: each handle
-   * owns its connection, so multiplexing gains nothing, and libcurl
-   * 7.88's HTTP/2 receive path cost a third of the throughput here
-   * (bench/run seq-r-h2 against seq-r-https, 1 GiB: 2.73 s vs 1.98 s).
-   */
-  SET (CURLOPT_HTTP_VERSION, cfg.http_version);
   SET (CURLOPT_BUFFERSIZE, (long) RECV_BUFFER_SIZE);
-  SET (CURLOPT_CONNECTTIMEOUT, (long) cfg.timeout);
-  /* A stall, not a slow but moving transfer, is what timeout= bounds:
-   * a healthy 32 MiB request on a slow link may take longer than that.
-   */
-  SET (CURLOPT_LOW_SPEED_LIMIT, 1L);
-  SET (CURLOPT_LOW_SPEED_TIME, (long) cfg.timeout);
+  /* The user's choices (config.c, next to the parameters). */
   if (rc == CURLE_OK)
-    rc = set_transport (e);
+    rc = config_apply (e);
   SET (CURLOPT_HTTPHEADER, cfg.headers);
   SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
   SET (CURLOPT_SOCKOPTDATA, c);
