@@ -279,93 +279,100 @@ add_header (const char *value)
   return 0;
 }
 
-int
-config_set (const char *key, const char *value)
+/* The parameters whose value is kept as given, or is a boolean. */
+static const struct {
+  const char *key;
+  const char **string;
+  bool *flag;
+} plain[] = {
+  { "url", &cfg.url, NULL },
+  { "cainfo", &cfg.cainfo, NULL },
+  { "capath", &cfg.capath, NULL },
+  { "user", &cfg.user, NULL },
+  { "cookiefile", &cfg.cookiefile, NULL },
+  { "cookiejar", &cfg.cookiejar, NULL },
+  { "proxy", &cfg.proxy, NULL },
+  { "proxy-user", &cfg.proxy_user, NULL },
+  { "ssl-cipher-list", &cfg.ssl_cipher_list, NULL },
+  { "tls13-ciphers", &cfg.tls13_ciphers, NULL },
+  { "unix-socket-path", &cfg.unix_socket_path, NULL },
+  { "header-script", &cfg.header_script, NULL },
+  { "cookie-script", &cfg.cookie_script, NULL },
+  { "aws-sigv4", &cfg.aws_sigv4, NULL },
+  { "protocols", &cfg.protocols, NULL },
+  { "pin-object", NULL, &cfg.pin_object },
+  { "sslverify", NULL, &cfg.sslverify },
+  { "tcp-keepalive", NULL, &cfg.tcp_keepalive },
+  { "tcp-nodelay", NULL, &cfg.tcp_nodelay },
+  { "followlocation", NULL, &cfg.followlocation },
+  { "location-trusted", NULL, &cfg.location_trusted },
+  { "insecure-redirect", NULL, &cfg.insecure_redirect },
+};
+
+/* The parameters with a parser of their own; 1 for an unknown key. */
+static int
+set_parsed (const char *key, const char *value)
 {
-  if (strcmp (key, "url") == 0)
-    cfg.url = value;
-  else if (strcmp (key, "connections") == 0)
+  if (strcmp (key, "connections") == 0)
     return parse_range (key, value, 1, MAX_CONNECTIONS, &cfg.connections);
-  else if (strcmp (key, "timeout") == 0)
+  if (strcmp (key, "timeout") == 0)
     return parse_range (key, value, 1, 86400, &cfg.timeout);
-  else if (strcmp (key, "retries") == 0)
+  if (strcmp (key, "retries") == 0)
     return parse_range (key, value, 0, 100, &cfg.retries);
-  else if (strcmp (key, "retry-delay") == 0)
+  if (strcmp (key, "retry-delay") == 0)
     return parse_delay (key, value, &cfg.retry_delay_ms);
-  else if (strcmp (key, "pin-object") == 0)
-    return parse_bool (key, value, &cfg.pin_object);
-  else if (strcmp (key, "sslverify") == 0)
-    return parse_bool (key, value, &cfg.sslverify);
-  else if (strcmp (key, "cainfo") == 0)
-    cfg.cainfo = value;
-  else if (strcmp (key, "capath") == 0)
-    cfg.capath = value;
-  else if (strcmp (key, "header") == 0)
+  if (strcmp (key, "header") == 0)
     return add_header (value);
-  else if (strcmp (key, "user") == 0)
-    cfg.user = value;
-  else if (strcmp (key, "password") == 0)
+  if (strcmp (key, "password") == 0)
     return read_secret (key, value, &cfg.password);
-  else if (strcmp (key, "cookie") == 0)
+  if (strcmp (key, "cookie") == 0)
     return read_secret (key, value, &cfg.cookie);
-  else if (strcmp (key, "cookiefile") == 0)
-    cfg.cookiefile = value;
-  else if (strcmp (key, "cookiejar") == 0)
-    cfg.cookiejar = value;
-  else if (strcmp (key, "proxy") == 0)
-    cfg.proxy = value;
-  else if (strcmp (key, "proxy-user") == 0)
-    cfg.proxy_user = value;
-  else if (strcmp (key, "proxy-password") == 0)
+  if (strcmp (key, "proxy-password") == 0)
     return read_secret (key, value, &cfg.proxy_password);
-  else if (strcmp (key, "http-version") == 0)
+  if (strcmp (key, "http-version") == 0)
     return parse_http_version (key, value);
-  else if (strcmp (key, "ssl-version") == 0)
+  if (strcmp (key, "ssl-version") == 0)
     return parse_ssl_version (key, value);
-  else if (strcmp (key, "ssl-cipher-list") == 0)
-    cfg.ssl_cipher_list = value;
-  else if (strcmp (key, "tls13-ciphers") == 0)
-    cfg.tls13_ciphers = value;
-  else if (strcmp (key, "tcp-keepalive") == 0)
-    return parse_bool (key, value, &cfg.tcp_keepalive);
-  else if (strcmp (key, "tcp-nodelay") == 0)
-    return parse_bool (key, value, &cfg.tcp_nodelay);
-  else if (strcmp (key, "unix-socket-path") == 0)
-    cfg.unix_socket_path = value;
-  else if (strcmp (key, "resolve") == 0)
+  if (strcmp (key, "resolve") == 0)
     return add_resolve (key, value);
-  else if (strcmp (key, "ipresolve") == 0)
+  if (strcmp (key, "ipresolve") == 0)
     return parse_ipresolve (key, value);
-  else if (strcmp (key, "header-script") == 0)
-    cfg.header_script = value;
-  else if (strcmp (key, "header-script-renew") == 0)
+  if (strcmp (key, "header-script-renew") == 0)
     return parse_range (key, value, 0, 86400 * 365, &cfg.header_script_renew);
-  else if (strcmp (key, "cookie-script") == 0)
-    cfg.cookie_script = value;
-  else if (strcmp (key, "cookie-script-renew") == 0)
+  if (strcmp (key, "cookie-script-renew") == 0)
     return parse_range (key, value, 0, 86400 * 365, &cfg.cookie_script_renew);
-  else if (strcmp (key, "aws-sigv4") == 0)
-    cfg.aws_sigv4 = value;
-  else if (strcmp (key, "followlocation") == 0)
-    return parse_bool (key, value, &cfg.followlocation);
-  else if (strcmp (key, "location-trusted") == 0)
-    return parse_bool (key, value, &cfg.location_trusted);
-  else if (strcmp (key, "insecure-redirect") == 0)
-    return parse_bool (key, value, &cfg.insecure_redirect);
-  else if (strcmp (key, "protocols") == 0)
-    cfg.protocols = value;
-  else if (strcmp (key, "user-agent") == 0) {
+  if (strcmp (key, "user-agent") == 0) {
     if (strpbrk (value, "\r\n") != NULL) {
       nbdkit_error ("user-agent: the value must not contain CR or LF");
       return -1;
     }
     cfg.user_agent = value;
+    return 0;
   }
-  else {
+  return 1;
+}
+
+int
+config_set (const char *key, const char *value)
+{
+  size_t i;
+  int r;
+
+  for (i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+    if (strcmp (key, plain[i].key) != 0)
+      continue;
+    if (plain[i].string) {
+      *plain[i].string = value;
+      return 0;
+    }
+    return parse_bool (key, value, plain[i].flag);
+  }
+  r = set_parsed (key, value);
+  if (r == 1) {
     nbdkit_error ("unknown parameter '%s'", key);
     return -1;
   }
-  return 0;
+  return r;
 }
 
 /* Is NAME one of the protocols this libcurl was built with? */
