@@ -101,7 +101,7 @@ curl_open (int readonly)
   h->readonly = readonly;
   /* Our own writes will change the object's validators. */
   if (!readonly)
-    engine_unpin ();
+    remote_unpin ();
   return h;
 }
 

@@ -146,13 +146,18 @@ struct object_info {
   char last_modified[LAST_MODIFIED_SIZE];  /* "" when absent */
 };
 
-/* remote.c: what is known about the object (probe.c fills it in), and
- * whether the plugin serves it yet (the probe is done).
+/* remote.c: what is known about the object (probe.c fills it in and
+ * calls remote_serving): pin, multi-range answers, serving yet.
  */
 extern struct object_info object;
 extern void remote_serving (void);
 extern bool remote_is_serving (void);
 extern bool remote_stopping (void);
+extern void remote_unpin (void);
+extern bool remote_pin (bool *by_etag, const char **value,
+                        const char **header);
+extern bool remote_multirange (void);
+extern void remote_no_multirange (void);
 
 extern int probe_object (void);
 
@@ -242,8 +247,6 @@ extern int engine_init (void);
 extern void engine_unload (void);
 extern struct conn *engine_conn_new (void);
 extern void engine_conn_free (struct conn *c);
-extern void engine_serving (void);
-extern void engine_unpin (void);
 extern int engine_head (struct conn *c, struct object_info *info);
 extern int engine_get_byte (struct conn *c, struct object_info *info,
                             uint64_t offset);

@@ -144,16 +144,6 @@ static CURLSH *share;
  */
 static int64_t probe_wait_ns = -1;
 
-/* Object pinning: every GET carries the validator found at start-up
- * (If-Match with a strong ETag, else If-Unmodified-Since), and every
- * answer's validator is compared with it, so that bytes of two versions
- * of an object are never mixed in one disk.  Writes change the object,
- * so pinning ends when a writable connection opens.
- */
-static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool pinned;
-static bool pin_by_etag;        /* else by Last-Modified */
-static char pin_header[sizeof object.etag + 32];  /* "If-Match: ..." */
 static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
 /* What a request asks, for verdict_judge: a HEAD or PUT, or a GET of
@@ -301,7 +291,6 @@ engine_unload (void)
 
   if (curl_debug_times)
     times_print ();
-  pinned = pin_by_etag = false;
   if (share != NULL)
     curl_share_cleanup (share);
   share = NULL;
@@ -715,7 +704,7 @@ request_headers (const struct xfer *x, bool trusted,
   }
   if (trusted && script_headers (list) == -1)
     return -1;
-  if (x->q.pinned && !append (list, pin_header))
+  if (x->q.pinned && !append (list, x->q.pin_header))
     goto nomem;
   if (x->q.method == PUT) {
     snprintf (range, sizeof range, "Content-Range: bytes %" PRIu64
@@ -759,12 +748,8 @@ begin_exchange (struct xfer *x)
   x->sent = 0;
   x->reported = false;
   x->q.serving = remote_is_serving ();
-  {
-    LOCK_FOR_SCOPE (&pin_lock);
-    x->q.pinned = pinned && x->q.method == GET;
-  }
-  x->q.pin_by_etag = pin_by_etag;
-  x->q.pin_value = pin_by_etag ? object.etag : object.last_modified;
+  x->q.pinned = remote_pin (&x->q.pin_by_etag, &x->q.pin_value,
+                            &x->q.pin_header) && x->q.method == GET;
 }
 
 /* Set handle e up to send x to url, with these request headers and
@@ -1089,46 +1074,6 @@ copy_info (struct object_info *info, const struct xfer *x)
   info->status = x->a.status;
   strcpy (info->etag, x->a.etag);
   strcpy (info->last_modified, x->a.last_modified);
-}
-
-/* The probe is done: from now on connection failures are retried, and
- * reads are pinned to the object the probe found.
- */
-void
-engine_serving (void)
-{
-  remote_serving ();
-  if (!cfg.pin_object || cfg.is_file)
-    return;
-  LOCK_FOR_SCOPE (&pin_lock);
-  /* A weak ETag cannot be used with If-Match (RFC 9110 13.1.1). */
-  pin_by_etag = object.etag[0] && strncmp (object.etag, "W/", 2) != 0;
-  if (pin_by_etag)
-    snprintf (pin_header, sizeof pin_header, "If-Match: %s", object.etag);
-  else if (object.last_modified[0])
-    snprintf (pin_header, sizeof pin_header, "If-Unmodified-Since: %s",
-              object.last_modified);
-  else {
-    nbdkit_debug ("%s: no ETag or Last-Modified: the object cannot be "
-                  "pinned", cfg.shown_url);
-    return;
-  }
-  pinned = true;
-  nbdkit_debug ("%s: reads pinned with %s", cfg.shown_url, pin_header);
-}
-
-/* A writable connection opened: the object will change under our own
- * writes, so validators no longer identify it.
- */
-void
-engine_unpin (void)
-{
-  LOCK_FOR_SCOPE (&pin_lock);
-
-  if (pinned)
-    nbdkit_debug ("%s: a writable connection: reads no longer pinned",
-                  cfg.shown_url);
-  pinned = false;
 }
 
 /* HEAD: the status, Content-Length and validators, whatever the status

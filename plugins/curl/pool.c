@@ -80,7 +80,6 @@ static struct {
   unsigned depth;               /* reads in flight lately, at most */
   unsigned nr_warming;          /* of nr_made: still opening (pool_start) */
   int64_t depth_at;             /* when depth was last raised */
-  bool multirange;              /* the server answers multi-range GETs */
 } pool = {
   .lock = PTHREAD_MUTEX_INITIALIZER,
   .cond = PTHREAD_COND_INITIALIZER,
@@ -103,8 +102,6 @@ pool_init (void)
     nbdkit_error ("calloc: %m");
     return -1;
   }
-  /* libcurl's file:// handler reads one range only. */
-  pool.multirange = !cfg.is_file;
   return 0;
 }
 
@@ -381,7 +378,7 @@ gather_locked (int64_t *until)
 {
   int64_t wait;
 
-  if (!slow_locked () || !pool.multirange || pool.head == NULL ||
+  if (!slow_locked () || !remote_multirange () || pool.head == NULL ||
       pool.nr_queued >= share_locked ())
     return false;
   wait = pool.wait_ns / GATHER_FRACTION;
@@ -404,7 +401,7 @@ take_batch_locked (struct read_req *me, struct read_req **batch)
    * server takes one range per request, which a batch would ask for
    * one after another, a round trip each.
    */
-  if (slow_locked () && !pool.multirange)
+  if (slow_locked () && !remote_multirange ())
     max = 1;
   else if (slow_locked () && available_locked () && max > share_locked ())
     max = share_locked ();
@@ -487,10 +484,7 @@ run_batch (struct conn *c, struct read_req **batch, unsigned n)
   enum verdict v;
 
   ns = make_spans (batch, n, spans);
-  {
-    LOCK_FOR_SCOPE (&pool.lock);
-    multi = pool.multirange;
-  }
+  multi = remote_multirange ();
 
   /* Groups of at most MAX_SPANS ranges per request. */
   for (i = 0; i < ns; i += k) {
@@ -510,10 +504,8 @@ run_batch (struct conn *c, struct read_req **batch, unsigned n)
       continue;
     }
     /* This server does not answer several ranges with their parts. */
-    {
-      LOCK_FOR_SCOPE (&pool.lock);
-      pool.multirange = multi = false;
-    }
+    remote_no_multirange ();
+    multi = false;
     for (j = i; j < i + k; j++)
       if (verdict_failed (engine_get_spans (c, &spans[j], 1)))
         fail_span (&spans[j]);

@@ -63,7 +63,7 @@ probe_on (struct conn *c)
       return -1;
     }
     object = head;
-    engine_serving ();
+    remote_serving ();
     return 0;
   }
 
@@ -111,6 +111,6 @@ probe_on (struct conn *c)
                 cfg.shown_url, object.size,
                 object.etag[0] ? object.etag : "(none)",
                 object.last_modified[0] ? object.last_modified : "(none)");
-  engine_serving ();
+  remote_serving ();
   return 0;
 }

@@ -2,15 +2,20 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * What is known about the object at the URL (probe.c finds it once,
- * before nbdkit serves anything), and whether the plugin serves it yet.
+ * What is known about the object at the URL: its size and validators
+ * (probe.c finds them once, before nbdkit serves anything), whether
+ * reads are pinned to them, whether the server answers multi-range GETs,
+ * and whether the plugin serves yet.
  * At the bottom of the plugin's files: the engine, the reads and the
  * writes look at it, and it calls none of them.
  */
 
 #include <config.h>
 
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <nbdkit-plugin.h>
 
@@ -23,10 +28,89 @@ struct object_info object = { .size = -1 };
  */
 static bool serving;
 
+/* Object pinning: every GET carries the validator found at start-up
+ * (If-Match with a strong ETag, else If-Unmodified-Since), and every
+ * answer's validator is compared with it, so that bytes of two versions
+ * of an object are never mixed in one disk.  Writes change the object,
+ * so pinning ends when a writable connection opens.
+ */
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool pinned;
+static bool pin_by_etag;        /* else by Last-Modified */
+static char pin_header[sizeof object.etag + 32];  /* "If-Match: ..." */
+
+/* Whether the server answers a GET of several ranges with the parts
+ * asked for; false once it did not (pool.c then asks one range at a
+ * time).  Only ever goes from true to false.
+ */
+static bool multirange = true;
+
+/* The probe is done (object is filled in): from now on connection
+ * failures are retried, and reads are pinned to the object found.
+ */
 void
 remote_serving (void)
 {
   serving = true;
+  if (!cfg.pin_object || cfg.is_file)
+    return;
+  LOCK_FOR_SCOPE (&pin_lock);
+  /* A weak ETag cannot be used with If-Match (RFC 9110 13.1.1). */
+  pin_by_etag = object.etag[0] && strncmp (object.etag, "W/", 2) != 0;
+  if (pin_by_etag)
+    snprintf (pin_header, sizeof pin_header, "If-Match: %s", object.etag);
+  else if (object.last_modified[0])
+    snprintf (pin_header, sizeof pin_header, "If-Unmodified-Since: %s",
+              object.last_modified);
+  else {
+    nbdkit_debug ("%s: no ETag or Last-Modified: the object cannot be "
+                  "pinned", cfg.shown_url);
+    return;
+  }
+  pinned = true;
+  nbdkit_debug ("%s: reads pinned with %s", cfg.shown_url, pin_header);
+}
+
+/* A writable connection opened: the object will change under our own
+ * writes, so validators no longer identify it.
+ */
+void
+remote_unpin (void)
+{
+  LOCK_FOR_SCOPE (&pin_lock);
+
+  if (pinned)
+    nbdkit_debug ("%s: a writable connection: reads no longer pinned",
+                  cfg.shown_url);
+  pinned = false;
+}
+
+/* Are reads pinned now?  If so (or once they were), *by_etag, *value
+ * and *header say with what; the strings do not change after the probe.
+ */
+bool
+remote_pin (bool *by_etag, const char **value, const char **header)
+{
+  LOCK_FOR_SCOPE (&pin_lock);
+
+  *by_etag = pin_by_etag;
+  *value = pin_by_etag ? object.etag : object.last_modified;
+  *header = pin_header;
+  return pinned;
+}
+
+/* libcurl's file:// handler reads one range only. */
+bool
+remote_multirange (void)
+{
+  return !cfg.is_file && __atomic_load_n (&multirange, __ATOMIC_RELAXED);
+}
+
+/* The server answered a multi-range GET with something else. */
+void
+remote_no_multirange (void)
+{
+  __atomic_store_n (&multirange, false, __ATOMIC_RELAXED);
 }
 
 bool

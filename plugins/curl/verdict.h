@@ -35,6 +35,7 @@ struct asked {
   bool pinned;
   bool pin_by_etag;
   const char *pin_value;
+  const char *pin_header;       /* "If-Match: ..." (engine.c sends it) */
 };
 
 /* What came back, as far as it has arrived: the header facts of the
