@@ -68,6 +68,7 @@ curl_unload (void)
 {
   pool_unload ();
   engine_unload ();
+  connection_unload ();
   script_unload ();
   config_unload ();
   curl_global_cleanup ();
@@ -76,7 +77,8 @@ curl_unload (void)
 static int
 curl_get_ready (void)
 {
-  if (script_init () == -1 || engine_init () == -1 || pool_init () == -1)
+  if (script_init () == -1 || connection_init () == -1 ||
+      engine_init () == -1 || pool_init () == -1)
     return -1;
   return probe_object ();
 }

@@ -235,6 +235,17 @@ extern bool multipart_feed (struct multipart *mp, const char *data,
                             size_t len);
 extern bool multipart_complete (struct multipart *mp);
 
+/* connection.c: the easy handles, each with its own connection. */
+struct conn {
+  CURL *easy;
+  curl_socket_t sock;           /* its connection's socket, for ack_now */
+  char errbuf[CURL_ERROR_SIZE];
+};
+extern int connection_init (void);
+extern void connection_unload (void);
+extern struct conn *conn_new (void);
+extern void conn_free (struct conn *c);
+
 /* script.c: header-script and cookie-script. */
 extern int script_init (void);
 extern int script_headers (struct curl_slist **list);
@@ -245,8 +256,6 @@ extern void script_unload (void);
 #define MAX_SPANS 32            /* ranges in one request */
 extern int engine_init (void);
 extern void engine_unload (void);
-extern struct conn *engine_conn_new (void);
-extern void engine_conn_free (struct conn *c);
 extern int engine_head (struct conn *c, struct object_info *info);
 extern int engine_get_byte (struct conn *c, struct object_info *info,
                             uint64_t offset);

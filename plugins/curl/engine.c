@@ -2,16 +2,17 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The transfer engine: the only file that makes requests.
+ * The requests: the only file that makes them.  Which requests the
+ * plugin sends and with which headers (request_headers, set_request),
+ * how their answers are taken in (the callbacks), when a request is
+ * retried (attempt) and how redirects are followed (follow).
  *
  * Each request runs with curl_easy_perform in the calling nbdkit thread,
- * on an easy handle the caller borrowed from the pool (pool.c: batched
- * reads; probe.c, writing.c: the rest) and gives back after: this file
- * calls neither of them.
- * Each easy handle keeps its own keep-alive connection; DNS answers and
- * TLS sessions are shared between the handles through a share handle.
- * A GET may carry several ranges (pool.c batches reads that wait
- * together); ranges.c parses the multipart answer.
+ * on a connection (connection.c) the caller borrowed from the pool
+ * (pool.c: batched reads; probe.c, writing.c: the rest) and gives back
+ * after: this file calls none of them.  A GET may carry several ranges
+ * (pool.c batches reads that wait together); ranges.c parses the
+ * multipart answer.
  *
  * Why not a multi handle driven by a worker thread: every request would
  * then cross threads twice (nbdkit thread to worker and back), and the
@@ -53,15 +54,12 @@
 #include <nbdkit-plugin.h>
 
 #include "curldefs.h"
-#include "secrets.h"
 #include "verdict.h"
 
-/* -D curl.verbose=1: show the HTTP exchange, secrets masked.
- * -D curl.times=1: at unload, the time all requests spent in each of
+/* -D curl.times=1: at unload, the time all requests spent in each of
  * libcurl's phases (see times_add).
  * -D curl.requests=1: one debug line per request with its latency.
  */
-NBDKIT_DLL_PUBLIC int curl_debug_verbose = 0;
 NBDKIT_DLL_PUBLIC int curl_debug_times = 0;
 NBDKIT_DLL_PUBLIC int curl_debug_requests = 0;
 
@@ -124,27 +122,11 @@ times_print (void)
                   times.us[i] / 1000000, times.us[i] % 1000000);
 }
 
-/* libcurl's default receive buffer is 16 KiB; a bigger one means fewer
- * write callbacks and fewer read(2) calls for the 256 KiB requests that
- * nbdcopy and qemu-img make.
- */
-#define RECV_BUFFER_SIZE (256 * 1024)
-
-struct conn {
-  CURL *easy;
-  curl_socket_t sock;           /* its connection's socket, for ack_now */
-  char errbuf[CURL_ERROR_SIZE];
-};
-
-static CURLSH *share;
-
 /* The quickest answer the probe got, in nanoseconds, from its request
  * sent to the answer's first byte: about one round trip to the server
  * (-1 before any).
  */
 static int64_t probe_wait_ns = -1;
-
-static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
 /* What a request asks, for verdict_judge: a HEAD or PUT, or a GET of
  * first-last (several ranges: set nranges).  exchange adds what
@@ -244,39 +226,9 @@ same_origin (const struct origin *a, const struct origin *b)
     a->port == b->port;
 }
 
-static void
-share_lock (CURL *easy, curl_lock_data data, curl_lock_access access,
-            void *opaque)
-{
-  pthread_mutex_lock (&share_locks[data]);
-}
-
-static void
-share_unlock (CURL *easy, curl_lock_data data, void *opaque)
-{
-  pthread_mutex_unlock (&share_locks[data]);
-}
-
 int
 engine_init (void)
 {
-  unsigned i;
-
-  for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
-    pthread_mutex_init (&share_locks[i], NULL);
-  share = curl_share_init ();
-  if (share == NULL) {
-    nbdkit_error ("curl_share_init: failed");
-    return -1;
-  }
-  curl_share_setopt (share, CURLSHOPT_LOCKFUNC, share_lock);
-  curl_share_setopt (share, CURLSHOPT_UNLOCKFUNC, share_unlock);
-  curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-  curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-  /* One cookie store for all the handles: a Set-Cookie one answer
-   * brings is sent on every connection.
-   */
-  curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE);
   if (!cfg.is_file && get_origin (cfg.url, &home) == -1) {
     nbdkit_error ("url: %s: no scheme, host and port", cfg.shown_url);
     return -1;
@@ -287,30 +239,8 @@ engine_init (void)
 void
 engine_unload (void)
 {
-  unsigned i;
-
   if (curl_debug_times)
     times_print ();
-  if (share != NULL)
-    curl_share_cleanup (share);
-  share = NULL;
-  for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
-    pthread_mutex_destroy (&share_locks[i]);
-}
-
-/* -D curl.verbose=1 output, secrets masked (common/secrets.c). */
-static void
-print_debug (const char *line, void *opaque)
-{
-  nbdkit_debug ("%s", line);
-}
-
-static int
-debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
-          void *opaque)
-{
-  show_debug (type, data, size, print_debug, NULL);
-  return 0;
 }
 
 /* The answer's body carries none of the object's bytes: it is read (to
@@ -555,111 +485,6 @@ seek_cb (void *opaque, curl_off_t offset, int origin)
   return CURL_SEEKFUNC_OK;
 }
 
-/* libcurl tells no socket during a transfer (CURLINFO_ACTIVESOCKET is
- * only for after it), so the handle's socket is recorded when libcurl
- * makes it and forgotten when libcurl closes it.
- */
-static int
-sockopt_cb (void *opaque, curl_socket_t sock, curlsocktype purpose)
-{
-  struct conn *c = opaque;
-
-  c->sock = sock;
-  return CURL_SOCKOPT_OK;
-}
-
-static int
-close_cb (void *opaque, curl_socket_t sock)
-{
-  struct conn *c = opaque;
-
-  if (c->sock == sock)
-    c->sock = CURL_SOCKET_BAD;
-  return close (sock);
-}
-
-/* curl_easy_setopt on e, until one fails: rc says which. */
-#define SET(opt, val) \
-  if (rc == CURLE_OK) rc = curl_easy_setopt (e, opt, val)
-
-/* Options that every request on a handle shares. */
-static int
-setup_handle (struct conn *c)
-{
-  CURL *e = c->easy;
-  CURLcode rc = CURLE_OK;
-
-  SET (CURLOPT_ERRORBUFFER, c->errbuf);
-  SET (CURLOPT_URL, cfg.url);
-  SET (CURLOPT_NOSIGNAL, 1L);
-  SET (CURLOPT_SHARE, share);
-  /* attempt follows redirects itself (see follow). */
-  SET (CURLOPT_FOLLOWLOCATION, 0L);
-  /* Through a proxy, an https URL's answer is preceded by the proxy's
-   * "200 Connection established": not the answer to check.
-   */
-  SET (CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-  SET (CURLOPT_BUFFERSIZE, (long) RECV_BUFFER_SIZE);
-  /* The user's choices (config.c, next to the parameters). */
-  if (rc == CURLE_OK)
-    rc = config_apply (e);
-  SET (CURLOPT_HTTPHEADER, cfg.headers);
-  SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
-  SET (CURLOPT_SOCKOPTDATA, c);
-  SET (CURLOPT_CLOSESOCKETFUNCTION, close_cb);
-  SET (CURLOPT_CLOSESOCKETDATA, c);
-  SET (CURLOPT_HEADERFUNCTION, header_cb);
-  SET (CURLOPT_WRITEFUNCTION, write_cb);
-  SET (CURLOPT_READFUNCTION, read_cb);
-  SET (CURLOPT_SEEKFUNCTION, seek_cb);
-  SET (CURLOPT_XFERINFOFUNCTION, progress_cb);
-  SET (CURLOPT_NOPROGRESS, 0L);
-  if (curl_debug_verbose) {
-    SET (CURLOPT_VERBOSE, 1L);
-    SET (CURLOPT_DEBUGFUNCTION, debug_cb);
-  }
-
-  if (rc != CURLE_OK) {
-    nbdkit_error ("curl_easy_setopt: %s: %s", curl_easy_strerror (rc),
-                  c->errbuf);
-    return -1;
-  }
-  return 0;
-}
-
-#undef SET
-
-/* A new handle, set up for the URL; the pool decides when. */
-struct conn *
-engine_conn_new (void)
-{
-  struct conn *c = calloc (1, sizeof *c);
-
-  if (c == NULL) {
-    nbdkit_error ("calloc: %m");
-    return NULL;
-  }
-  c->sock = CURL_SOCKET_BAD;
-  c->easy = curl_easy_init ();
-  if (c->easy == NULL) {
-    nbdkit_error ("curl_easy_init: failed");
-    free (c);
-    return NULL;
-  }
-  if (setup_handle (c) == -1) {
-    engine_conn_free (c);
-    return NULL;
-  }
-  return c;
-}
-
-void
-engine_conn_free (struct conn *c)
-{
-  curl_easy_cleanup (c->easy);
-  free (c);
-}
-
 /* The SHA-256 of an empty body: what AWS Signature V4 wants in
  * x-amz-content-sha256 for GET and HEAD (S3-compatible servers such as
  * s3rver refuse requests without it; libcurl 7.88 does not add it).
@@ -763,6 +588,12 @@ set_request (CURL *e, struct xfer *x, const char *url,
   char range[MAX_SPANS * 42];
 
   curl_easy_setopt (e, CURLOPT_URL, url);
+  curl_easy_setopt (e, CURLOPT_HEADERFUNCTION, header_cb);
+  curl_easy_setopt (e, CURLOPT_WRITEFUNCTION, write_cb);
+  curl_easy_setopt (e, CURLOPT_READFUNCTION, read_cb);
+  curl_easy_setopt (e, CURLOPT_SEEKFUNCTION, seek_cb);
+  curl_easy_setopt (e, CURLOPT_XFERINFOFUNCTION, progress_cb);
+  curl_easy_setopt (e, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt (e, CURLOPT_HEADERDATA, x);
   curl_easy_setopt (e, CURLOPT_WRITEDATA, x);
   curl_easy_setopt (e, CURLOPT_READDATA, x);

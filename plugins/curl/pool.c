@@ -122,7 +122,7 @@ pool_unload (void)
 
   /* Called once no request runs, so every handle is back on the stack. */
   for (i = 0; i < pool.nr_free; i++)
-    engine_conn_free (pool.free[i]);
+    conn_free (pool.free[i]);
   free (pool.free);
   pool.free = NULL;
   if (read_cond_attr_made)
@@ -167,7 +167,7 @@ take_locked (void)
 
   if (pool.nr_free > 0)
     return pool.free[--pool.nr_free];
-  c = engine_conn_new ();
+  c = conn_new ();
   if (c == NULL) {
     pthread_cond_signal (&pool.cond);
     wake_leader_locked ();
@@ -210,7 +210,7 @@ warm_one (void *arg)
 
   {
     LOCK_FOR_SCOPE (&pool.lock);
-    c = engine_conn_new ();
+    c = conn_new ();
     if (c == NULL) {
       unreserve_locked ();
       return NULL;
@@ -574,7 +574,7 @@ pool_pread (void *buf, uint32_t count, uint64_t offset)
     }
     c = take_locked ();
     if (c == NULL) {
-      /* engine_conn_new reported why. */
+      /* conn_new reported why. */
       unqueue_locked (&me);
       me.state = REQ_DONE;
       me.failed = true;

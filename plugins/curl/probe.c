@@ -39,7 +39,7 @@ probe_object (void)
   int r;
 
   if (c == NULL)
-    return -1;                  /* engine_conn_new reported why */
+    return -1;                  /* conn_new reported why */
   r = probe_on (c);
   pool_put (c);
   return r;

@@ -56,7 +56,7 @@ put (const void *buf, uint32_t count, uint64_t offset)
   int r;
 
   if (c == NULL)
-    return -1;                  /* engine_conn_new reported why */
+    return -1;                  /* conn_new reported why */
   r = engine_put (c, buf, count, offset, &status);
   pool_put (c);
   if (r == -1)
@@ -88,7 +88,7 @@ check_size (uint32_t count, uint64_t offset)
   int r;
 
   if (c == NULL)
-    return -1;                  /* engine_conn_new reported why */
+    return -1;                  /* conn_new reported why */
   r = engine_head (c, &now);
   if (r == 0 && (now.status < 200 || now.status > 299 || now.size < 0)) {
     now.size = -1;

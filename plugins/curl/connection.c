@@ -1,0 +1,202 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * The connections: each is an easy handle with its own keep-alive
+ * connection, made and freed when the pool (pool.c) says, with the
+ * options every request on it shares (the user's, from config_apply),
+ * its socket recorded (for the engine's quick ACKs) and -D curl.verbose
+ * output.  DNS answers, TLS sessions and cookies are shared between
+ * the handles through a share handle.  What a request sets is the
+ * engine's (engine.c).
+ */
+
+#include <config.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+#include "secrets.h"
+
+/* -D curl.verbose=1: show the HTTP exchange, secrets masked. */
+NBDKIT_DLL_PUBLIC int curl_debug_verbose = 0;
+
+/* libcurl's default receive buffer is 16 KiB; a bigger one means fewer
+ * write callbacks and fewer read(2) calls for the 256 KiB requests that
+ * nbdcopy and qemu-img make.
+ */
+#define RECV_BUFFER_SIZE (256 * 1024)
+
+static CURLSH *share;
+static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+
+static void
+share_lock (CURL *easy, curl_lock_data data, curl_lock_access access,
+            void *opaque)
+{
+  pthread_mutex_lock (&share_locks[data]);
+}
+
+static void
+share_unlock (CURL *easy, curl_lock_data data, void *opaque)
+{
+  pthread_mutex_unlock (&share_locks[data]);
+}
+
+/* DNS answers, TLS sessions and cookies are shared between the
+ * handles.
+ */
+int
+connection_init (void)
+{
+  unsigned i;
+
+  for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+    pthread_mutex_init (&share_locks[i], NULL);
+  share = curl_share_init ();
+  if (share == NULL) {
+    nbdkit_error ("curl_share_init: failed");
+    return -1;
+  }
+  curl_share_setopt (share, CURLSHOPT_LOCKFUNC, share_lock);
+  curl_share_setopt (share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+  curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+  curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+  /* One cookie store for all the handles: a Set-Cookie one answer
+   * brings is sent on every connection.
+   */
+  curl_share_setopt (share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE);
+  return 0;
+}
+
+void
+connection_unload (void)
+{
+  unsigned i;
+
+  if (share != NULL)
+    curl_share_cleanup (share);
+  share = NULL;
+  for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+    pthread_mutex_destroy (&share_locks[i]);
+}
+
+/* -D curl.verbose=1 output, secrets masked (common/secrets.c). */
+static void
+print_debug (const char *line, void *opaque)
+{
+  nbdkit_debug ("%s", line);
+}
+
+static int
+debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
+          void *opaque)
+{
+  show_debug (type, data, size, print_debug, NULL);
+  return 0;
+}
+
+/* libcurl tells no socket during a transfer (CURLINFO_ACTIVESOCKET is
+ * only for after it), so the handle's socket is recorded when libcurl
+ * makes it and forgotten when libcurl closes it.
+ */
+static int
+sockopt_cb (void *opaque, curl_socket_t sock, curlsocktype purpose)
+{
+  struct conn *c = opaque;
+
+  c->sock = sock;
+  return CURL_SOCKOPT_OK;
+}
+
+static int
+close_cb (void *opaque, curl_socket_t sock)
+{
+  struct conn *c = opaque;
+
+  if (c->sock == sock)
+    c->sock = CURL_SOCKET_BAD;
+  return close (sock);
+}
+
+/* curl_easy_setopt on e, until one fails: rc says which. */
+#define SET(opt, val) \
+  if (rc == CURLE_OK) rc = curl_easy_setopt (e, opt, val)
+
+/* Options that every request on a handle shares. */
+static int
+setup_handle (struct conn *c)
+{
+  CURL *e = c->easy;
+  CURLcode rc = CURLE_OK;
+
+  SET (CURLOPT_ERRORBUFFER, c->errbuf);
+  SET (CURLOPT_URL, cfg.url);
+  SET (CURLOPT_NOSIGNAL, 1L);
+  SET (CURLOPT_SHARE, share);
+  /* attempt follows redirects itself (see follow). */
+  SET (CURLOPT_FOLLOWLOCATION, 0L);
+  /* Through a proxy, an https URL's answer is preceded by the proxy's
+   * "200 Connection established": not the answer to check.
+   */
+  SET (CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+  SET (CURLOPT_BUFFERSIZE, (long) RECV_BUFFER_SIZE);
+  /* The user's choices (config.c, next to the parameters). */
+  if (rc == CURLE_OK)
+    rc = config_apply (e);
+  SET (CURLOPT_HTTPHEADER, cfg.headers);
+  SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
+  SET (CURLOPT_SOCKOPTDATA, c);
+  SET (CURLOPT_CLOSESOCKETFUNCTION, close_cb);
+  SET (CURLOPT_CLOSESOCKETDATA, c);
+  if (curl_debug_verbose) {
+    SET (CURLOPT_VERBOSE, 1L);
+    SET (CURLOPT_DEBUGFUNCTION, debug_cb);
+  }
+
+  if (rc != CURLE_OK) {
+    nbdkit_error ("curl_easy_setopt: %s: %s", curl_easy_strerror (rc),
+                  c->errbuf);
+    return -1;
+  }
+  return 0;
+}
+
+#undef SET
+
+/* A new handle, set up for the URL; the pool decides when.  Each
+ * request sets its own callbacks (engine.c).
+ */
+struct conn *
+conn_new (void)
+{
+  struct conn *c = calloc (1, sizeof *c);
+
+  if (c == NULL) {
+    nbdkit_error ("calloc: %m");
+    return NULL;
+  }
+  c->sock = CURL_SOCKET_BAD;
+  c->easy = curl_easy_init ();
+  if (c->easy == NULL) {
+    nbdkit_error ("curl_easy_init: failed");
+    free (c);
+    return NULL;
+  }
+  if (setup_handle (c) == -1) {
+    conn_free (c);
+    return NULL;
+  }
+  return c;
+}
+
+void
+conn_free (struct conn *c)
+{
+  curl_easy_cleanup (c->easy);
+  free (c);
+}
