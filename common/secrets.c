@@ -246,6 +246,16 @@ strip_url (const char *url)
   return r;
 }
 
+int
+debug_shown (CURL *easy, curl_infotype type, char *data, size_t size,
+             void *printer)
+{
+  const struct debug_printer *p = printer;
+
+  show_debug (type, data, size, p->print, p->opaque);
+  return 0;
+}
+
 char *
 shown_url (const char *url)
 {

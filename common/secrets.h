@@ -29,6 +29,17 @@ extern void show_debug (curl_infotype type, const char *data, size_t size,
                         void (*print) (const char *line, void *opaque),
                         void *opaque);
 
+/* A CURLOPT_DEBUGFUNCTION that shows the exchange by show_debug's
+ * rule: CURLOPT_DEBUGDATA points to a struct debug_printer, whose print
+ * gets each line.
+ */
+struct debug_printer {
+  void (*print) (const char *line, void *opaque);
+  void *opaque;
+};
+extern int debug_shown (CURL *easy, curl_infotype type, char *data,
+                        size_t size, void *printer);
+
 /* url without user:password@, and with "?..." for its query (a
  * presigned URL's signature), for messages; NULL when out of memory.
  * Free it with free.

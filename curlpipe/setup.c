@@ -28,13 +28,7 @@ print_debug (const char *line, void *opaque)
   fprintf (stderr, "%s\n", line);
 }
 
-static int
-debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
-          void *opaque)
-{
-  show_debug (type, data, size, print_debug, NULL);
-  return 0;
-}
+static const struct debug_printer printer = { print_debug, NULL };
 
 /* The connection's socket, for answer_end. */
 static int
@@ -209,7 +203,8 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_UNIX_SOCKET_PATH, opt->unix_socket);
   if (opt->verbose) {
     SET (CURLOPT_VERBOSE, 1L);
-    SET (CURLOPT_DEBUGFUNCTION, debug_cb);
+    SET (CURLOPT_DEBUGFUNCTION, debug_shown);
+    SET (CURLOPT_DEBUGDATA, &printer);
   }
   if (rc == CURLE_OK)
     rc = set_upload_size (st, e);

@@ -92,13 +92,7 @@ print_debug (const char *line, void *opaque)
   nbdkit_debug ("%s", line);
 }
 
-static int
-debug_cb (CURL *easy, curl_infotype type, char *data, size_t size,
-          void *opaque)
-{
-  show_debug (type, data, size, print_debug, NULL);
-  return 0;
-}
+static const struct debug_printer printer = { print_debug, NULL };
 
 /* libcurl tells no socket during a transfer (CURLINFO_ACTIVESOCKET is
  * only for after it), so the handle's socket is recorded when libcurl
@@ -155,7 +149,8 @@ setup_handle (struct conn *c)
   SET (CURLOPT_CLOSESOCKETDATA, c);
   if (curl_debug_verbose) {
     SET (CURLOPT_VERBOSE, 1L);
-    SET (CURLOPT_DEBUGFUNCTION, debug_cb);
+    SET (CURLOPT_DEBUGFUNCTION, debug_shown);
+    SET (CURLOPT_DEBUGDATA, &printer);
   }
 
   if (rc != CURLE_OK) {
