@@ -19,18 +19,37 @@
 #include "curlpipe.h"
 #include "pipe.h"
 
-/* Does s (len bytes) contain word, in any case (RFC 9110 7: transfer
- * codings are case-insensitive)?
+/* A Transfer-Encoding header's value (len bytes): chunked, alone
+ * (transfer codings are case-insensitive, RFC 9112 7), sets st->chunked;
+ * any other coding (gzip, chunked) is refused: libcurl is asked for the
+ * raw body (see take_body), so curlpipe would write it still encoded,
+ * and curl refuses it too.
  */
 static bool
-has_word (const char *s, size_t len, const char *word)
+transfer_coding (struct pipe_state *st, const char *v, size_t len)
 {
-  size_t n = strlen (word), i;
+  const char *end = v + len, *comma;
+  size_t n;
 
-  for (i = 0; i + n <= len; i++)
-    if (strncasecmp (s + i, word, n) == 0)
-      return true;
-  return false;
+  for (; v < end; v = comma + 1) {
+    comma = memchr (v, ',', end - v);
+    if (comma == NULL)
+      comma = end;
+    while (v < comma && (*v == ' ' || *v == '\t'))
+      v++;
+    n = comma - v;
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t' ||
+                     v[n - 1] == '\r' || v[n - 1] == '\n'))
+      n--;
+    if (n == 7 && strncasecmp (v, "chunked", 7) == 0)
+      st->chunked = true;
+    else if (n > 0) {
+      refuse_framing (st, "a Transfer-Encoding other than chunked");
+      st->ch_bad_code = CURLE_BAD_CONTENT_ENCODING;
+      return false;
+    }
+  }
+  return true;
 }
 
 /* Each header line of the answers: whether the body is chunked (see
@@ -45,13 +64,14 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
 
   if (len >= 5 && strncmp (data, "HTTP/", 5) == 0) {
     st->chunked = false;
+    st->ch_bad = NULL;
     st->ch_state = CH_SIZE;
     st->ch_left = 0;
     st->ch_digits = 0;
   }
   else if (len > 18 && strncasecmp (data, "transfer-encoding:", 18) == 0 &&
-           has_word (data + 18, len - 18, "chunked"))
-    st->chunked = true;
+           !transfer_coding (st, data + 18, len - 18))
+    return 0;
   if (st->opt->dump_header == NULL)
     return len;
   if (st->header_file != NULL) {
@@ -108,10 +128,5 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     }
   }
   take_body (st, data, len);
-  if (st->ch_bad) {
-    snprintf (st->errbuf, sizeof st->errbuf, "a malformed chunk size in "
-              "the answer");
-    return 0;
-  }
-  return len;
+  return st->ch_bad ? 0 : len;
 }

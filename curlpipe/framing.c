@@ -15,6 +15,16 @@
 #include "curlpipe.h"
 #include "pipe.h"
 
+/* The answer's framing is not one curlpipe can follow: why, for the
+ * message, with curl's exit status for it.
+ */
+void
+refuse_framing (struct pipe_state *st, const char *why)
+{
+  st->ch_bad = why;
+  st->ch_bad_code = CURLE_RECV_ERROR;
+}
+
 /* Put len bytes of the answer as libcurl gives them into the buffer,
  * which has room (the decoded bytes are never more).
  *
@@ -49,13 +59,13 @@ take_body (struct pipe_state *st, const char *p, size_t len)
         : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
         : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : -1;
       if (d >= 0 && ++st->ch_digits > 16) {
-        st->ch_bad = true;
+        refuse_framing (st, "a chunk size too large to hold");
         return;
       }
       if (d >= 0)
         st->ch_left = st->ch_left * 16 + d;
       else if (st->ch_digits == 0) {
-        st->ch_bad = true;
+        refuse_framing (st, "a chunk-size line without a size");
         return;
       }
       else
@@ -87,13 +97,27 @@ take_body (struct pipe_state *st, const char *p, size_t len)
     case CH_TRAILER_START:      /* a trailer line, or the empty last line */
       if (*p == '\n')
         st->ch_state = CH_DONE;
-      else if (*p != '\r')
+      else if (*p != '\r') {
         st->ch_state = CH_TRAILER;
+        st->ch_colon = false;   /* a field name comes first */
+      }
       p++;
       break;
     case CH_TRAILER:
-      if (*p++ == '\n')
+      /* "Name: value": a line without its colon is not a trailer (as
+       * "0x5" then "hello": the last chunk, and the data where the
+       * trailers belong).
+       */
+      if (*p == ':')
+        st->ch_colon = true;
+      else if (*p == '\n' && !st->ch_colon) {
+        refuse_framing (st, "a line after the last chunk that is no "
+                        "trailer field");
+        return;
+      }
+      else if (*p == '\n')
         st->ch_state = CH_TRAILER_START;
+      p++;
       break;
     case CH_DONE:
       return;

@@ -55,7 +55,9 @@ struct pipe_state {
          CH_TRAILER, CH_DONE } ch_state;
   uint64_t ch_left;
   unsigned ch_digits;           /* of the size being read */
-  bool ch_bad;                  /* a chunk size libcurl will refuse */
+  bool ch_colon;                /* the trailer line has its colon */
+  const char *ch_bad;           /* why the framing is refused, or NULL */
+  CURLcode ch_bad_code;         /* ... and the exit status, as curl's */
   curl_socket_t sock;           /* the connection, for answer_end */
   bool in_stream;               /* standard input is a pipe or socket */
   bool in_drained;              /* the last read took all there was */
@@ -120,6 +122,7 @@ extern void write_out (const struct pipe_state *st, int status);
 extern int exit_status (struct pipe_state *st, CURLcode result);
 
 /* framing.c */
+extern void refuse_framing (struct pipe_state *st, const char *why);
 extern void take_body (struct pipe_state *st, const char *p, size_t len);
 extern int answer_whole (const struct pipe_state *st);
 extern int answer_end (const struct pipe_state *st);

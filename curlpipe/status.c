@@ -127,8 +127,8 @@ exit_status (struct pipe_state *st, CURLcode result)
     return EXIT_WRITE;
   }
   if (st->ch_bad) {
-    say (st, "%s: %s", st->url, st->errbuf);
-    return CURLE_RECV_ERROR;
+    say (st, "%s: the answer's framing: %s", st->url, st->ch_bad);
+    return st->ch_bad_code;
   }
   /* The server ended a whole answer and closed while more was being
    * sent: the exchange is done, as for curl.

@@ -20,6 +20,11 @@
 #                  chunk; holds
 #   /chunk-huge    a chunk size of 17 hex digits (FFFFFFFFFFFFFFFFF)
 #                  followed by 6000 bytes of "HUGEDATA"; holds
+#   /chunk-0x5     a chunk-size line "0x5" (the last chunk, with junk),
+#                  then "hello" where a trailer line belongs; holds
+#   /chunk-bad-size  a chunk-size line "ZZ"; holds
+#   /te-gzip       "Transfer-Encoding: gzip, chunked": a gzip stream in
+#                  one chunk and the last chunk; holds
 #   /hello-close   Content-Length: 5, "hello", and closes the connection
 #                  at once without reading the request body
 #   /ok            Content-Length: 3, "ok\n"; holds
@@ -36,6 +41,7 @@
 # connection ended, or 10 s passed, before a whole request head).
 
 import argparse
+import gzip
 import os
 import socket
 import sys
@@ -109,6 +115,17 @@ def serve(c):
         hold(c)
     elif mode == "chunk-huge":
         c.sendall(chunked(b"FFFFFFFFFFFFFFFFF\r\n" + b"HUGEDATA" * 750))
+        hold(c)
+    elif mode == "chunk-0x5":
+        c.sendall(chunked(b"0x5\r\nhello\r\n0\r\n\r\n"))
+        hold(c)
+    elif mode == "chunk-bad-size":
+        c.sendall(chunked(b"ZZ\r\nhello\r\n0\r\n\r\n"))
+        hold(c)
+    elif mode == "te-gzip":
+        z = gzip.compress(b"hello world\n")
+        c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n"
+                  b"\r\n" + b"%x\r\n" % len(z) + z + b"\r\n0\r\n\r\n")
         hold(c)
     elif mode == "hello-close":
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")

@@ -85,6 +85,28 @@ for kind in eof idle; do
             "stderr: $(cat "$tmp/err")"
   fi
 
+  # 4a. Not chunked framing: "0x5" is the last chunk (libcurl skips
+  # what follows the size), so "hello" stands where a trailer line
+  # belongs, without a colon; a size "ZZ"; and a transfer coding other
+  # than chunked, which curlpipe does not decode.  Each an error (as
+  # curl), never exit 0, never the undecoded bytes, and the message
+  # names the framing, not libcurl's "Failure writing output".
+  for path in chunk-0x5 chunk-bad-size te-gzip; do
+    get "$kind" "$path"
+    if [ "$st" -eq 0 ] || [ "$st" -eq 124 ]; then
+      problem "$path, stdin $kind: exit status $st (expected an error," \
+              "promptly); stdout '$(shown "$tmp/out")'"
+    fi
+    if [ -s "$tmp/out" ]; then
+      problem "$path, stdin $kind: bytes written: $(shown "$tmp/out")"
+    fi
+    if grep -q "Failure writing" "$tmp/err" ||
+       ! grep -qi "chunk\|trailer\|transfer-encoding" "$tmp/err"; then
+      problem "$path, stdin $kind: the message does not name the" \
+              "framing: $(cat "$tmp/err")"
+    fi
+  done
+
   # 4. A chunk size of 17 hex digits, then 6000 bytes of "HUGEDATA".
   get "$kind" chunk-huge
   if [ "$st" -eq 0 ] || [ "$st" -eq 124 ]; then
