@@ -6,6 +6,8 @@
 # empty disk.  An answer to that GET that says "empty" (200 with
 # Content-Length: 0) but carries the object in chunked framing proves
 # nothing: nbdkit must refuse to start or serve the real size.
+# Writes to a server whose HEAD says 0: the check after a write confirms
+# the size with a ranged GET too.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -13,6 +15,7 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires nbdinfo
 requires nbdcopy
+requires_nbdsh
 
 size=$((1024 * 1024))
 fault_export head-zero "$size"
@@ -79,3 +82,27 @@ else
   assert_grep_i "$tmp/chunked.err" error
   echo "head-zero-chunked: refused: $(grep -i -m1 error "$tmp/chunked.err")"
 fi
+
+# Writes to that server (HEAD says 0, GET and a partial PUT are right):
+# the check after the first write must not take HEAD's 0 for the size
+# (which would call the write "ignored Content-Range" and stop all
+# writes), but confirm it with a ranged GET, as the probe does.
+stop_pid "$fault_pid"
+: >"$tmp/fault.log"
+start_fault_server head-zero "$tmp/disk.img"
+start_nbdkit hzrw "$PLUGIN" "http://127.0.0.1:$fault_port/disk.img"
+nbdsh -u "$uri" -c '
+for off in (8192, 65536):
+    h.pwrite(b"\xaa" * 4096, off)
+' >"$tmp/hzrw.out" 2>&1 || {
+  cat "$tmp/hzrw.out" "$tmp/hzrw.err" >&2
+  fail "head-zero: writes to a server whose HEAD says 0 failed"
+}
+stop_nbdkit hzrw
+! grep -qi "ignored Content-Range" "$tmp/hzrw.err" ||
+  fail "head-zero: a correct write was called 'ignored Content-Range'"
+[ "$(file_size "$tmp/disk.img")" = "$size" ] ||
+  fail "head-zero: the object's size changed"
+[ "$(dd if="$tmp/disk.img" bs=4096 skip=2 count=1 2>/dev/null |
+     tr -d '\252' | wc -c)" -eq 0 ] ||
+  fail "head-zero: the first write is not in the object"

@@ -78,7 +78,7 @@ put (const void *buf, uint32_t count, uint64_t offset)
 /* After the write of count bytes at offset: 0 when the object kept its
  * size, 1 when it did not (reported), -1 when the size could not be
  * found (reported).  The size from HEAD, or where HEAD is refused or
- * gives none, from a ranged GET.
+ * gives none or 0, from a ranged GET.
  */
 static int
 check_size (uint32_t count, uint64_t offset)
@@ -90,7 +90,10 @@ check_size (uint32_t count, uint64_t offset)
   if (c == NULL)
     return -1;                  /* conn_new reported why */
   r = engine_head (c, &now);
-  if (r == 0 && (now.status < 200 || now.status > 299 || now.size < 0)) {
+  /* A 0 from HEAD is confirmed like a missing size, as at start-up
+   * (probe.c): some servers say Content-Length: 0 to every HEAD.
+   */
+  if (r == 0 && (now.status < 200 || now.status > 299 || now.size <= 0)) {
     now.size = -1;
     r = engine_get_byte (c, &now, 0);
   }
