@@ -70,6 +70,27 @@ add_without_query (char *buf, size_t size, size_t *used, const char *s,
     add (buf, size, used, sp, n - (sp - s));
 }
 
+/* A Location header, "Location: URL": without the URL's user name and
+ * password (up to the last '@' after "://", as shown_url) and query.
+ */
+static void
+add_location (char *buf, size_t size, size_t *used, const char *s, size_t n)
+{
+  const char *end = s + n, *sep = memmem (s, n, "://", 3), *at = NULL, *q;
+
+  if (sep != NULL)
+    for (q = sep + 3; q < end; q++)
+      if (*q == '@')
+        at = q;
+  if (at == NULL) {
+    add_without_query (buf, size, used, s, n);
+    return;
+  }
+  add (buf, size, used, s, sep + 3 - s);
+  add (buf, size, used, "***@", 4);
+  add_without_query (buf, size, used, at + 1, end - (at + 1));
+}
+
 /* One header, "Name: value", of the request (incoming false) or the
  * answer: shown, or with its value masked.
  */
@@ -81,10 +102,13 @@ add_header (char *buf, size_t size, size_t *used, const char *s, size_t n,
     ? !(namelen == 10 && strncasecmp (s, "set-cookie", 10) == 0)
     : safe_request_header (s, namelen);
 
-  /* A path's query, or a redirect's, may be a presigned signature. */
-  if (safe && ((!incoming && namelen == 5 && strncasecmp (s, ":path", 5) == 0)
-               || (incoming && namelen == 8 &&
-                   strncasecmp (s, "location", 8) == 0)))
+  /* A path's query, or a redirect's, may be a presigned signature; a
+   * redirect's user name and password are the server's secret.
+   */
+  if (safe && incoming && namelen == 8 && strncasecmp (s, "location", 8) == 0)
+    add_location (buf, size, used, s, n);
+  else if (safe && !incoming && namelen == 5 &&
+           strncasecmp (s, ":path", 5) == 0)
     add_without_query (buf, size, used, s, n);
   else if (safe)
     add (buf, size, used, s, n);

@@ -893,6 +893,27 @@ class Redirect(Handler):
         self.redirect_or(super().do_GET)
 
 
+class RedirectUserinfo(Handler):
+    """/disk.img redirects (302) to itself under /real/ with a user name
+    and password in the Location's authority (LOCUSER:LOCPW@), which a
+    debug log must not show."""
+
+    def redirect_or(self, serve):
+        if not self.path.startswith("/real/"):
+            port = self.server.server_address[1]
+            self.answer(302, headers=[(
+                "Location",
+                "http://LOCUSER:LOCPW@127.0.0.1:%d/real%s" % (port, self.path))])
+        else:
+            serve()
+
+    def do_HEAD(self):
+        self.redirect_or(super().do_HEAD)
+
+    def do_GET(self):
+        self.redirect_or(super().do_GET)
+
+
 class RedirectFile(Handler):
     """Every request redirects to file:///etc/passwd."""
 
@@ -1173,6 +1194,7 @@ MODES = {
     "unstable-etag": UnstableEtag,
     "redirect": Redirect,
     "redirect-file": RedirectFile,
+    "redirect-userinfo": RedirectUserinfo,
     "auth": Auth,
     "flaky": Flaky,
     "multipart": Multipart,

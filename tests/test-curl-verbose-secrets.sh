@@ -38,3 +38,22 @@ grep -qF '> X-Auth-Token: ***' "$tmp/plugin.err" ||
   fail "no masked X-Auth-Token line"
 grep -qF '> Range: bytes=' "$tmp/plugin.err" || fail "Range not shown"
 grep -qF '< HTTP/1.1 206' "$tmp/plugin.err" || fail "answers not shown"
+
+# A redirect whose Location carries a user name and password: the
+# Location line shows the URL without them (and libcurl's notes do not
+# name them either).
+stop_pid "$nginx_pid"
+make_random_file "$tmp/disk.img" 65536
+start_fault_server redirect-userinfo "$tmp/disk.img"
+start_nbdkit loc -r -v -D curl.verbose=1 "$PLUGIN" \
+  "http://127.0.0.1:$fault_port/disk.img"
+timeout "$client_timeout" nbdinfo --size "$uri" >/dev/null
+stop_nbdkit loc
+grep -qi '< Location: http://' "$tmp/loc.err" ||
+  fail "the redirect's Location line was not shown"
+for secret in LOCPW LOCUSER; do
+  if grep -qF -- "$secret" "$tmp/loc.err"; then
+    grep -F -- "$secret" "$tmp/loc.err" >&2
+    fail "the Location's credentials were printed: $secret"
+  fi
+done

@@ -251,6 +251,28 @@ read_secret (const char *key, const char *value, char **out)
   return 0;
 }
 
+/* The headers the plugin sets for its own checks: a header= of that
+ * name would replace libcurl's (Range) or the plugin's (If-Match), and
+ * the answers would not be the ones the plugin checks for.
+ */
+static bool
+plugin_header (const char *name, int len)
+{
+  static const char *const own[] = {
+    "range", "if-match", "if-unmodified-since", "if-none-match",
+    "if-modified-since", "if-range", "content-range", "content-length",
+    "transfer-encoding",
+  };
+  size_t i;
+
+  while (len > 0 && (name[len - 1] == ' ' || name[len - 1] == '\t'))
+    len--;
+  for (i = 0; i < sizeof own / sizeof own[0]; i++)
+    if (strlen (own[i]) == (size_t) len && strncasecmp (own[i], name, len) == 0)
+      return true;
+  return false;
+}
+
 /* A header value with CR or LF would let a parameter smuggle a second
  * header or a whole request into the stream.  Messages name the header
  * but never show its value, which may be a token.
@@ -268,6 +290,12 @@ add_header (const char *value)
   if (strpbrk (value, "\r\n") != NULL) {
     nbdkit_error ("header: %.*s: headers must not contain CR or LF",
                   name_len, value);
+    return -1;
+  }
+  if (plugin_header (value, name_len)) {
+    nbdkit_error ("header: %.*s: the plugin sets it itself (for the ranges "
+                  "it asks for, the validators it pins and the bodies it "
+                  "sends)", name_len, value);
     return -1;
   }
   list = curl_slist_append (cfg.headers, value);
