@@ -880,9 +880,12 @@ class UnstableEtag(Handler):
 class Redirect(Handler):
     """/disk.img redirects (302) to /real/disk.img, which serves it."""
 
+    def location(self):
+        return "/real" + self.path
+
     def redirect_or(self, serve):
         if not self.path.startswith("/real/"):
-            self.answer(302, headers=[("Location", "/real" + self.path)])
+            self.answer(302, headers=[("Location", self.location())])
         else:
             serve()
 
@@ -893,25 +896,13 @@ class Redirect(Handler):
         self.redirect_or(super().do_GET)
 
 
-class RedirectUserinfo(Handler):
-    """/disk.img redirects (302) to itself under /real/ with a user name
-    and password in the Location's authority (LOCUSER:LOCPW@), which a
-    debug log must not show."""
+class RedirectUserinfo(Redirect):
+    """As redirect, with a user name and password in the Location's
+    authority (LOCUSER:LOCPW@), which a debug log must not show."""
 
-    def redirect_or(self, serve):
-        if not self.path.startswith("/real/"):
-            port = self.server.server_address[1]
-            self.answer(302, headers=[(
-                "Location",
-                "http://LOCUSER:LOCPW@127.0.0.1:%d/real%s" % (port, self.path))])
-        else:
-            serve()
-
-    def do_HEAD(self):
-        self.redirect_or(super().do_HEAD)
-
-    def do_GET(self):
-        self.redirect_or(super().do_GET)
+    def location(self):
+        return "http://LOCUSER:LOCPW@127.0.0.1:%d/real%s" % (
+            self.server.server_address[1], self.path)
 
 
 class RedirectFile(Handler):
