@@ -44,9 +44,9 @@ answer_waiting (const struct pipe_state *st)
  * sends them.  A server that answers at once and closes without reading
  * the upload makes the kernel reset the connection, and libcurl gives
  * up on the first send that fails, before it has read an answer that
- * came in the meantime.  libcurl looks at the socket just before it
- * calls us, but reading standard input takes long enough for the
- * answer and the reset to come in between: without this, 1 in 5 of
+ * came in the meantime.  libcurl acts on what the last poll saw
+ * (socket writable), and reading standard input takes long enough for
+ * the answer and the reset to come in between: without this, 1 in 5 of
  * `yes | curlpipe URL` lost the answer on an idle machine and 6 in 10
  * on a loaded one.  Only reads of HOLD_MIN bytes or more are checked:
  * a smaller read leaves a window as short as libcurl's own, and the
