@@ -117,6 +117,28 @@ nbdsh ()
   timeout "$client_timeout" "$PYTHON_NBD" -m nbd "$@"
 }
 
+# seconds_since T0: the time since $EPOCHREALTIME was T0, in seconds
+# with one decimal.
+seconds_since ()
+{
+  awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'
+}
+
+# term_timed PID TENTHS: SIGTERM to PID, then wait at most TENTHS tenths
+# of a second for it to exit (it may still be running after); $secs is
+# how long that took.
+term_timed ()
+{
+  local pid=$1 max=$2 n t0=$EPOCHREALTIME
+
+  kill -TERM "$pid"
+  for ((n = 0; n < max; n++)); do
+    _alive "$pid" || break
+    sleep 0.1
+  done
+  secs=$(seconds_since "$t0")
+}
+
 # slow_reads N: N reads of 4 KiB from $uri, 64 KiB apart and 0.5 s apart
 # (so spread over N/2 s), each compared with $image's bytes.
 slow_reads ()

@@ -164,13 +164,7 @@ for ((n = 0; n < 50; n++)); do
 done
 stalled=$(grep -c '^stalled: GET range=bytes=0-0' "$tmp/fault.log" || :)
 [ "$stalled" -eq 15 ] || problem "(e) $stalled warm-up GETs waiting, not 15"
-t0=$EPOCHREALTIME
-kill -TERM "$nbdkit_pid"
-for ((n = 0; n < 100; n++)); do
-  _alive "$nbdkit_pid" || break
-  sleep 0.1
-done
-secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+term_timed "$nbdkit_pid" 100
 echo "(e) nbdkit exited ${secs} s after SIGTERM during the warm-up"
 awk -v s="$secs" 'BEGIN { exit !(s < 3) }' ||
   problem "(e) nbdkit took ${secs} s or more to exit during the warm-up"

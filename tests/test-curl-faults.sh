@@ -40,7 +40,7 @@ run ()
   else
     st=start
   fi
-  secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  secs=$(seconds_since "$t0")
   took[$mode]=$secs
   stop_pid "$fault_pid"
 

@@ -18,12 +18,6 @@ requires_plugin
 requires nbdcopy
 requires_nbdsh
 
-# seconds_since T0: the time since $EPOCHREALTIME was T0, in tenths.
-seconds_since ()
-{
-  awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'
-}
-
 size=$((1024 * 1024))
 make_random_file "$tmp/disk.img" "$size"
 start_fault_server redirect-drip "$tmp/disk.img"

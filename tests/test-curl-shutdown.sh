@@ -18,19 +18,13 @@ requires_nbdsh
 # within 5 s.
 term_quickly ()
 {
-  local what=$1 log=$2 pattern=$3 reader n secs t0
+  local what=$1 log=$2 pattern=$3 reader secs
   nbdsh -u "$uri" -c 'h.pread(65536, 4096)' >"$tmp/read.out" 2>&1 &
   reader=$!
   _pids+=("$reader")
   wait_log "$log" "$pattern"
   sleep 0.5
-  t0=$EPOCHREALTIME
-  kill -TERM "$nbdkit_pid"
-  for ((n = 0; n < 150; n++)); do
-    _alive "$nbdkit_pid" || break
-    sleep 0.1
-  done
-  secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  term_timed "$nbdkit_pid" 150
   echo "$what: nbdkit exited ${secs} s after SIGTERM"
   _alive "$nbdkit_pid" && fail "$what: nbdkit still running ${secs} s after SIGTERM"
   awk -v s="$secs" 'BEGIN { exit !(s < 5) }' ||
