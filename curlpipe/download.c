@@ -21,9 +21,10 @@
 
 /* A Transfer-Encoding header's value (len bytes): chunked, alone
  * (transfer codings are case-insensitive, RFC 9112 7), sets st->chunked;
- * any other coding (gzip, chunked) is refused: libcurl is asked for the
- * raw body (see take_body), so curlpipe would write it still encoded,
- * and curl refuses it too.
+ * any other coding (gzip, chunked), or chunked a second time in this
+ * header block (in one line or two), is refused: libcurl is asked for
+ * the raw body (see take_body), and curlpipe decodes one chunked layer
+ * only, so it would write the rest still encoded.
  */
 static bool
 transfer_coding (struct pipe_state *st, const char *v, size_t len)
@@ -41,10 +42,10 @@ transfer_coding (struct pipe_state *st, const char *v, size_t len)
     while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t' ||
                      v[n - 1] == '\r' || v[n - 1] == '\n'))
       n--;
-    if (n == 7 && strncasecmp (v, "chunked", 7) == 0)
+    if (n == 7 && strncasecmp (v, "chunked", 7) == 0 && !st->chunked)
       st->chunked = true;
     else if (n > 0) {
-      refuse_framing (st, "a Transfer-Encoding other than chunked");
+      refuse_framing (st, "a Transfer-Encoding other than chunked once");
       st->ch_bad_code = CURLE_BAD_CONTENT_ENCODING;
       return false;
     }

@@ -25,6 +25,8 @@
 #   /chunk-bad-size  a chunk-size line "ZZ"; holds
 #   /te-gzip       "Transfer-Encoding: gzip, chunked": a gzip stream in
 #                  one chunk and the last chunk; holds
+#   /te-chunked-twice  "Transfer-Encoding: chunked" in two header lines
+#                  (chunked twice): a body chunked twice; holds
 #   /hello-close   Content-Length: 5, "hello", and closes the connection
 #                  at once without reading the request body
 #   /ok            Content-Length: 3, "ok\n"; holds
@@ -126,6 +128,12 @@ def serve(c):
         z = gzip.compress(b"hello world\n")
         c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n"
                   b"\r\n" + b"%x\r\n" % len(z) + z + b"\r\n0\r\n\r\n")
+        hold(c)
+    elif mode == "te-chunked-twice":
+        inner = b"5\r\nhello\r\n0\r\n\r\n"
+        c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n"
+                  + b"%x\r\n" % len(inner) + inner + b"\r\n0\r\n\r\n")
         hold(c)
     elif mode == "hello-close":
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")

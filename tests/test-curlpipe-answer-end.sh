@@ -87,11 +87,11 @@ for kind in eof idle; do
 
   # 4a. Not chunked framing: "0x5" is the last chunk (libcurl skips
   # what follows the size), so "hello" stands where a trailer line
-  # belongs, without a colon; a size "ZZ"; and a transfer coding other
-  # than chunked, which curlpipe does not decode.  Each an error (as
+  # belongs, without a colon; a size "ZZ"; a transfer coding other than
+  # chunked, and chunked twice, which curlpipe does not decode.  Each an error (as
   # curl), never exit 0, never the undecoded bytes, and the message
   # names the framing, not libcurl's "Failure writing output".
-  for path in chunk-0x5 chunk-bad-size te-gzip; do
+  for path in chunk-0x5 chunk-bad-size te-gzip te-chunked-twice; do
     get "$kind" "$path"
     if [ "$st" -eq 0 ] || [ "$st" -eq 124 ]; then
       problem "$path, stdin $kind: exit status $st (expected an error," \
