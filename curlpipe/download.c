@@ -11,6 +11,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -106,7 +107,8 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     if (st->opt->fail && code >= 400) {
       /* -D -'s headers, already buffered, still go to stdout. */
       drain_output (st);
-      st->body_fd = STDERR_FILENO;
+      io_open (&st->err_io, STDERR_FILENO, O_WRONLY);
+      st->body = &st->err_io;
     }
     else if (!open_output (st))
       return 0;

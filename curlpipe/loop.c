@@ -18,12 +18,11 @@
  * reading the socket, so the server is slowed by TCP, not by a buffer
  * that grows) and standard output joins the poll until it drains.
  *
- * Pipes and sockets are switched to non-blocking mode (and back at exit)
- * so that neither a read nor a write can stall the loop; a terminal is
- * polled before each read instead (see make_nonblocking, fdmodes.c).
- * curl's own tool does neither: with a blocking standard input "-T -"
- * sits in read() while the answer waits, and "-T ." polls standard input
- * on a timer.
+ * Neither a read nor a write can stall the loop, and no flag of a
+ * descriptor shared with other processes is changed to get there (see
+ * fdmodes.c).  curl's own tool does neither: with a blocking standard
+ * input "-T -" sits in read() while the answer waits, and "-T ." sets
+ * O_NONBLOCK on standard input and polls it on a timer.
  */
 
 #include <config.h>
@@ -204,11 +203,11 @@ poll_set (const struct pipe_state *st, struct pollfd *pfd, int *in_at,
   *in_at = *out_at = -1;
   if (st->send_paused && !st->in_eof && !st->answer_first) {
     *in_at = n;
-    pfd[n++] = (struct pollfd) { .fd = st->in_fd, .events = POLLIN };
+    pfd[n++] = (struct pollfd) { .fd = st->in.fd, .events = POLLIN };
   }
   if (st->out_len > 0) {
     *out_at = n;
-    pfd[n++] = (struct pollfd) { .fd = st->body_fd, .events = POLLOUT };
+    pfd[n++] = (struct pollfd) { .fd = st->body->fd, .events = POLLOUT };
   }
   return n;
 }

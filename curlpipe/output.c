@@ -26,7 +26,8 @@ flush_out (struct pipe_state *st)
   ssize_t n;
 
   while (st->out_off < st->out_len) {
-    n = write (st->body_fd, st->out + st->out_off, st->out_len - st->out_off);
+    n = io_write (st->body, st->out + st->out_off,
+                  st->out_len - st->out_off);
     if (n == -1) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         break;
@@ -50,15 +51,18 @@ open_output (struct pipe_state *st)
 {
   const char *name = st->opt->output;
 
-  if (st->out_fd >= 0)
+  int fd;
+
+  if (st->out_io.fd >= 0)
     return true;
-  st->out_fd = open (name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (st->out_fd == -1) {
+  fd = open (name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd == -1) {
     snprintf (st->out_error, sizeof st->out_error, "%s: %s", name,
               strerror (errno));
     return false;
   }
-  st->body_fd = st->out_fd;
+  io_own (&st->out_io, fd);
+  st->body = &st->out_io;
   return true;
 }
 
@@ -74,7 +78,7 @@ drain_output (struct pipe_state *st)
     if (!flush_out (st))
       break;
     if (st->out_len > 0) {
-      pfd = (struct pollfd) { .fd = st->body_fd, .events = POLLOUT };
+      pfd = (struct pollfd) { .fd = st->body->fd, .events = POLLOUT };
       if (poll (&pfd, 1, -1) == -1 && errno != EINTR) {
         snprintf (st->out_error, sizeof st->out_error,
                   "writing the answer: poll: %s", strerror (errno));

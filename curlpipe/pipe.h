@@ -15,7 +15,7 @@
  *   framing.c   the answer's chunked framing, and where it ends
  *   output.c    the answer's buffer and its writing
  *   progress.c  the progress line
- *   fdmodes.c   non-blocking standard input and output, signals
+ *   fdmodes.c   reads and writes that never block, flags left alone
  */
 
 #ifndef CURLPIPE_PIPE_H
@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include <curl/curl.h>
@@ -40,13 +41,26 @@
 
 #define MAX_SOCKETS 8               /* one HTTP connection, and spares */
 
+/* A descriptor curlpipe reads or writes without blocking (fdmodes.c). */
+struct io {
+  int fd;                       /* -1: not open */
+  enum {
+    IO_PLAIN,                   /* never blocks: a file, or O_NONBLOCK */
+    IO_SOCKET,                  /* MSG_DONTWAIT on each call */
+    IO_POLLED,                  /* blocking and shared: poll first */
+  } kind;
+  bool owned;                   /* curlpipe's own description, to close */
+  bool stream;                  /* a pipe or socket */
+};
+
 struct pipe_state {
   const struct options *opt;
   char *msg;                    /* the failure, for main.c to print */
   size_t msglen;
   char *url;                    /* opt->url as messages show it */
   CURL *easy;
-  int in_fd, out_fd;            /* out_fd: -1 until -o FILE is opened */
+  struct io in, out_io;         /* out_io.fd: -1 until -o FILE is opened */
+  struct io err_io;             /* standard error, for -f's error body */
   FILE *header_file;            /* -D FILE, NULL for none or "-" */
 
   /* The answer's chunked framing, decoded here (see take_body). */
@@ -59,9 +73,7 @@ struct pipe_state {
   const char *ch_bad;           /* why the framing is refused, or NULL */
   CURLcode ch_bad_code;         /* ... and the exit status, as curl's */
   curl_socket_t sock;           /* the connection, for answer_end */
-  bool in_stream;               /* standard input is a pipe or socket */
   bool in_drained;              /* the last read took all there was */
-  bool in_blocking;             /* not O_NONBLOCK (a terminal, a file) */
   bool error_unpaused;          /* see unpause_after_error */
   bool in_eof;
   bool send_paused, recv_paused;
@@ -72,7 +84,7 @@ struct pipe_state {
   size_t held_off, held_len;
   bool answer_first;            /* holding them */
   bool answer_read;             /* libcurl has read the socket since */
-  int body_fd;                  /* out_fd, or 2 for an error body (-f) */
+  struct io *body;              /* &out_io, or &err_io for -f's error */
   bool body_started;
 
   /* The answer's bytes not yet written: out[out_off..out_len). */
@@ -137,8 +149,11 @@ extern double seconds_since (const struct timespec *t);
 extern void show_progress (struct pipe_state *st, bool last);
 
 /* fdmodes.c */
-extern void restore_flags (void);
-extern void make_nonblocking (int fd);
+extern void io_open (struct io *io, int fd, int mode);
+extern void io_own (struct io *io, int fd);
+extern ssize_t io_read (const struct io *io, void *buf, size_t len);
+extern ssize_t io_write (const struct io *io, const void *buf, size_t len);
+extern bool io_close (struct io *io);
 extern void catch_signals (void);
 
 #endif /* CURLPIPE_PIPE_H */

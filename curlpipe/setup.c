@@ -138,8 +138,8 @@ set_upload_size (const struct pipe_state *st, CURL *e)
   if (st->opt->upload_size >= 0) {
     SET (CURLOPT_INFILESIZE_LARGE, st->opt->upload_size);
   }
-  else if (fstat (st->in_fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
-    pos = lseek (st->in_fd, 0, SEEK_CUR);
+  else if (fstat (st->in.fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
+    pos = lseek (st->in.fd, 0, SEEK_CUR);
     if (pos >= 0 && pos <= sb.st_size)
       SET (CURLOPT_INFILESIZE_LARGE, (curl_off_t) (sb.st_size - pos));
   }

@@ -35,14 +35,10 @@ static bool
 open_streams (struct pipe_state *st)
 {
   const struct options *opt = st->opt;
-  struct stat sb;
+  bool to_file = opt->output != NULL && strcmp (opt->output, "-") != 0;
 
-  if (opt->output != NULL && strcmp (opt->output, "-") != 0)
-    st->out_fd = -1;            /* see open_output */
-  st->body_fd = st->out_fd;
   /* -D - goes with the body, unless that goes to a file. */
-  if (opt->dump_header && strcmp (opt->dump_header, "-") == 0 &&
-      st->out_fd == -1)
+  if (opt->dump_header && strcmp (opt->dump_header, "-") == 0 && to_file)
     st->header_file = stdout;
   else if (opt->dump_header && strcmp (opt->dump_header, "-") != 0) {
     st->header_file = fopen (opt->dump_header, "we");
@@ -52,12 +48,10 @@ open_streams (struct pipe_state *st)
       return false;
     }
   }
-  make_nonblocking (st->in_fd);
-  if (st->out_fd >= 0)
-    make_nonblocking (st->out_fd);
-  st->in_blocking = !(fcntl (st->in_fd, F_GETFL) & O_NONBLOCK);
-  st->in_stream = fstat (st->in_fd, &sb) == 0 &&
-    (S_ISFIFO (sb.st_mode) || S_ISSOCK (sb.st_mode));
+  io_open (&st->in, STDIN_FILENO, O_RDONLY);
+  if (!to_file)                 /* else see open_output */
+    io_open (&st->out_io, STDOUT_FILENO, O_WRONLY);
+  st->body = &st->out_io;
   return true;
 }
 
@@ -84,7 +78,7 @@ transfer (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
     check_upload_end (st);
   /* An answer with no body still makes the -o file, as curl does. */
   if (result == CURLE_OK && opt->output && st->out_error[0] == '\0' &&
-      !(opt->fail && st->body_fd == STDERR_FILENO))
+      st->body != &st->err_io)
     open_output (st);
   drain_output (st);
   return result;
@@ -97,6 +91,7 @@ static int
 close_files (struct pipe_state *st, int status)
 {
   const struct options *opt = st->opt;
+  bool to_file = opt->output != NULL && strcmp (opt->output, "-") != 0;
 
   if (st->header_file != NULL &&
       (st->header_file == stdout ? fflush (stdout) : fclose (st->header_file))
@@ -104,11 +99,12 @@ close_files (struct pipe_state *st, int status)
     say (st, "-D %s: %s", opt->dump_header, strerror (errno));
     status = EXIT_WRITE;
   }
-  if (st->out_fd > STDERR_FILENO && close (st->out_fd) == -1 &&
-      status == EXIT_OK) {
+  if (!io_close (&st->out_io) && to_file && status == EXIT_OK) {
     say (st, "%s: %s", opt->output, strerror (errno));
     status = EXIT_WRITE;
   }
+  io_close (&st->in);
+  io_close (&st->err_io);
   return status;
 }
 
@@ -117,8 +113,8 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
 {
   struct pipe_state st = {
     .opt = opt, .msg = msg, .msglen = msglen,
-    .in_fd = STDIN_FILENO, .out_fd = STDOUT_FILENO, .timer_ms = -1,
-    .sock = CURL_SOCKET_BAD,
+    .in = { .fd = -1 }, .out_io = { .fd = -1 }, .err_io = { .fd = -1 },
+    .timer_ms = -1, .sock = CURL_SOCKET_BAD,
   };
   struct curl_slist *headers = NULL;
   CURLM *multi = NULL;
@@ -148,7 +144,10 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
  out:
   if (multi && st.easy)
     curl_multi_remove_handle (multi, st.easy);
-  restore_flags ();
+  status = close_files (&st, status);
+  /* -w last, once the status is final: %{exitcode} is what curlpipe
+   * exits with, also when closing -D's or -o's file failed.
+   */
   if (opt->write_out && st.easy)
     write_out (&st, status);
   curl_easy_cleanup (st.easy);
@@ -156,7 +155,6 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
   curl_slist_free_all (headers);
   free (st.out);
   free (st.held);
-  status = close_files (&st, status);
   free (st.url);
   return status;
 }

@@ -97,15 +97,6 @@ read_cb (char *buf, size_t size, size_t nitems, void *opaque)
     st->send_paused = true;
     return CURL_READFUNC_PAUSE;
   }
-  /* A blocking descriptor (a terminal) is read only when it has data. */
-  if (st->in_blocking) {
-    struct pollfd pfd = { .fd = st->in_fd, .events = POLLIN };
-
-    if (poll (&pfd, 1, 0) == 0) {
-      st->send_paused = true;
-      return CURL_READFUNC_PAUSE;
-    }
-  }
   /* Never more than --upload-size: what follows would be taken by the
    * server for the start of another request.
    */
@@ -114,10 +105,10 @@ read_cb (char *buf, size_t size, size_t nitems, void *opaque)
     want = st->opt->upload_size - st->sent;
   if (want == 0)
     return 0;
-  n = read (st->in_fd, buf, want);
+  n = io_read (&st->in, buf, want);
   if (n > 0) {
     st->sent += n;
-    st->in_drained = st->in_stream && (size_t) n < want;
+    st->in_drained = st->in.stream && (size_t) n < want;
     if (n >= HOLD_MIN && !st->recv_paused && answer_waiting (st) &&
         hold_back (st, buf, n))
       return CURL_READFUNC_PAUSE;
@@ -152,20 +143,20 @@ read_cb (char *buf, size_t size, size_t nitems, void *opaque)
 void
 check_upload_end (struct pipe_state *st)
 {
-  struct pollfd pfd = { .fd = st->in_fd, .events = POLLIN };
+  struct pollfd pfd = { .fd = st->in.fd, .events = POLLIN };
   char c;
   ssize_t n;
   struct stat sb;
 
   if (st->opt->upload_size < 0 || st->in_eof || st->in_error[0] ||
-      fstat (st->in_fd, &sb) == -1)
+      fstat (st->in.fd, &sb) == -1)
     return;
   /* A terminal is left alone: reading it would wait for the user. */
-  if (!S_ISREG (sb.st_mode) && !st->in_stream)
+  if (!S_ISREG (sb.st_mode) && !st->in.stream)
     return;
-  if (st->in_stream && poll (&pfd, 1, 5000) <= 0)
+  if (st->in.stream && poll (&pfd, 1, 5000) <= 0)
     return;
-  n = read (st->in_fd, &c, 1);
+  n = io_read (&st->in, &c, 1);
   if (n > 0)
     snprintf (st->in_error, sizeof st->in_error, "standard input has more "
               "than the %" CURL_FORMAT_CURL_OFF_T " bytes of --upload-size",
