@@ -877,6 +877,31 @@ class UnstableEtag(Handler):
     serial = 0
 
 
+class Stale416(Handler):
+    """A cache on the way with a short copy: the first request for each
+    range of more than one byte gets 416 (with the object's right size,
+    "bytes */SIZE"); asked again, the range is served.  Each ranged GET
+    also logs "port P range=A-B", the client's port, so that a test can
+    tell which connection asked."""
+
+    seen = set()
+    always = False
+
+    def serve_range(self, data, start, end):
+        log("port %d range=%d-%d" % (self.client_address[1], start, end))
+        if end > start:
+            with count_lock:
+                first = (start, end) not in Stale416.seen
+                Stale416.seen.add((start, end))
+            if first or self.always:
+                self.answer(416, b"range not satisfiable\n",
+                            headers=[("Content-Range",
+                                      "bytes */%d" % len(data))]
+                            + self.validators())
+                return
+        super().serve_range(data, start, end)
+
+
 class Redirect(Handler):
     """/disk.img redirects (302) to /real/disk.img, which serves it."""
 
@@ -1183,6 +1208,8 @@ MODES = {
     "replace-after": ReplaceAfter,
     "replace-ignore-precondition": ReplaceIgnorePrecondition,
     "unstable-etag": UnstableEtag,
+    "stale-416": Stale416,
+    "always-416": type("Always416", (Stale416,), {"always": True}),
     "redirect": Redirect,
     "redirect-file": RedirectFile,
     "redirect-userinfo": RedirectUserinfo,

@@ -33,7 +33,9 @@ get (uint64_t first, uint64_t last)
   return (struct asked) {
     .method = GET, .nranges = 1, .first = first, .last = last,
     .expect_total = SIZE, .follow_redirects = true, .serving = true,
-    .pinned = true, .pin_by_etag = true, .pin_value = ETAG,
+    .pinned = true,
+    .pin = { .etag = ETAG, .last_modified = "", .etag_required = true,
+             .header = "If-Match: " ETAG },
   };
 }
 
@@ -132,8 +134,15 @@ status_classes (void)
   EXPECT (q, a, VERDICT_REFUSED, "does not support range requests");
   a = headers (404, NULL);
   EXPECT (q, a, VERDICT_REFUSED, "HTTP 404");
+  /* 416 inside the object: once more on a new connection; with
+   * another size in it, the object changed.
+   */
   a = headers (416, "Content-Range: bytes */1000", NULL);
-  EXPECT (q, a, VERDICT_REFUSED, "HTTP 416");
+  EXPECT (q, a, VERDICT_RETRY_FRESH, "416 Range Not Satisfiable for bytes 0-9");
+  a = headers (416, NULL);
+  EXPECT (q, a, VERDICT_RETRY_FRESH, "inside the object's 1000 bytes");
+  a = headers (416, "Content-Range: bytes */900", NULL);
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "size was 1000, now 900");
   a = headers (412, NULL);
   EXPECT (q, a, VERDICT_OBJECT_CHANGED, "412");
   a = headers (501, NULL);
@@ -413,16 +422,47 @@ validators (void)
   EXPECT (q, a, VERDICT_OBJECT_CHANGED, "now W/");
 
   /* Pinned by Last-Modified. */
-  q.pin_by_etag = false;
-  q.pin_value = LASTMOD;
+  q.pin = (struct pin) { .etag = "", .last_modified = LASTMOD,
+                         .last_modified_required = true,
+                         .header = "If-Unmodified-Since: " LASTMOD };
   a = headers (206, "Content-Range: bytes 0-9/1000",
                "Last-Modified: " LASTMOD, "ETag: \"anything\"", NULL);
   EXPECT (q, a, VERDICT_OK, NULL);
   a = headers (206, "Content-Range: bytes 0-9/1000",
                "Last-Modified: Wed, 02 Dec 2026 00:00:00 GMT", NULL);
-  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "validator was");
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "Last-Modified was");
   a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: " ETAG, NULL);
   EXPECT (q, a, VERDICT_OBJECT_CHANGED, "carries no Last-Modified");
+
+  /* A weak ETag: no If-Match, but compared (weakly), and with
+   * Last-Modified both are: a replacement within Last-Modified's second
+   * changes the ETag.
+   */
+  q.pin = (struct pin) { .etag = "W/" ETAG, .last_modified = LASTMOD,
+                         .etag_required = true,
+                         .header = "If-Unmodified-Since: " LASTMOD };
+  a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: W/" ETAG,
+               "Last-Modified: " LASTMOD, NULL);
+  EXPECT (q, a, VERDICT_OK, NULL);
+  a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: " ETAG, NULL);
+  EXPECT (q, a, VERDICT_OK, NULL);
+  a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: W/\"v2\"",
+               "Last-Modified: " LASTMOD, NULL);
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "ETag was W/\"v1\", now W/\"v2\"");
+  a = headers (206, "Content-Range: bytes 0-9/1000",
+               "Last-Modified: " LASTMOD, NULL);
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "carries no ETag");
+  a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: W/" ETAG,
+               "Last-Modified: Wed, 02 Dec 2026 00:00:00 GMT", NULL);
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "Last-Modified was");
+  /* An ETag only HEAD gave at start-up: compared where an answer has
+   * one, not required.
+   */
+  q.pin.etag_required = false;
+  a = headers (206, "Content-Range: bytes 0-9/1000", NULL);
+  EXPECT (q, a, VERDICT_OK, NULL);
+  a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: \"v2\"", NULL);
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "now \"v2\"");
 
   /* Not pinned: anything goes. */
   q.pinned = false;

@@ -144,6 +144,10 @@ struct object_info {
   int64_t size;                 /* -1 when unknown */
   char etag[ETAG_SIZE];         /* "" when absent */
   char last_modified[LAST_MODIFIED_SIZE];  /* "" when absent */
+  /* The probe's ranged GET carried them, so every read's answer must
+   * (remote.c).
+   */
+  bool etag_on_get, last_modified_on_get;
 };
 
 /* remote.c: what is known about the object (probe.c fills it in and
@@ -154,8 +158,7 @@ extern void remote_serving (void);
 extern bool remote_is_serving (void);
 extern bool remote_stopping (void);
 extern void remote_unpin (void);
-extern bool remote_pin (bool *by_etag, const char **value,
-                        const char **header);
+extern bool remote_pin (struct pin *pin);
 extern bool remote_multirange (void);
 extern void remote_no_multirange (void);
 

@@ -529,7 +529,7 @@ request_headers (const struct xfer *x, bool trusted,
   }
   if (trusted && script_headers (list) == -1)
     return -1;
-  if (x->q.pinned && !append (list, x->q.pin_header))
+  if (x->q.pinned && x->q.pin.header[0] && !append (list, x->q.pin.header))
     goto nomem;
   if (x->q.method == PUT) {
     snprintf (range, sizeof range, "Content-Range: bytes %" PRIu64
@@ -573,8 +573,7 @@ begin_exchange (struct xfer *x)
   x->sent = 0;
   x->reported = false;
   x->q.serving = remote_is_serving ();
-  x->q.pinned = remote_pin (&x->q.pin_by_etag, &x->q.pin_value,
-                            &x->q.pin_header) && x->q.method == GET;
+  x->q.pinned = remote_pin (&x->q.pin) && x->q.method == GET;
 }
 
 /* Set handle e up to send x to url, with these request headers and
@@ -804,6 +803,8 @@ perform_on (struct conn *c, struct xfer *x)
 {
   char where[80] = "";
   unsigned try, delay;
+  bool fresh = false;           /* asked again on a new connection */
+  int r;
 
   if (x->q.method == GET)
     snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64 "%s",
@@ -813,13 +814,26 @@ perform_on (struct conn *c, struct xfer *x)
     snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64,
               x->offset, x->offset + x->count - 1);
 
-  for (try = 0;; try++) {
-    if (attempt (c, x) == 0)
+  for (try = 0;;) {
+    r = attempt (c, x);
+    if (fresh)
+      curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 0L);
+    if (r == 0)
       return x->v;
     if (x->v == VERDICT_NOT_THE_PARTS_ASKED_FOR) {
       nbdkit_debug ("%s: %s%s: %s: asking for one range per request from "
                     "now on", x->what, cfg.shown_url, where, x->why);
       return x->v;
+    }
+    /* Once, at once, on a new connection (the one that gave the answer
+     * was closed when the answer was cut off), not counted in retries=.
+     */
+    if (x->v == VERDICT_RETRY_FRESH && !fresh && cfg.retries > 0) {
+      nbdkit_debug ("%s: %s%s: %s: asking again on a new connection",
+                    x->what, cfg.shown_url, where, x->why);
+      fresh = true;
+      curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
+      continue;
     }
     if (x->v != VERDICT_RETRY || try >= cfg.retries)
       break;
@@ -853,11 +867,14 @@ perform_on (struct conn *c, struct xfer *x)
       errno = ESHUTDOWN;
       return VERDICT_STOPPED;
     }
+    try++;
   }
   if (!x->reported)
     (x->quiet ? nbdkit_debug : nbdkit_error)
       ("%s: %s%s: %s%s", x->what, cfg.shown_url, where, x->why,
-       x->v == VERDICT_RETRY ? " (retries exhausted)" : "");
+       x->v == VERDICT_RETRY ? " (retries exhausted)"
+       : x->v == VERDICT_RETRY_FRESH && fresh
+       ? " (and again on a new connection)" : "");
   errno = EIO;
   return x->v;
 }

@@ -11,6 +11,7 @@
 #include <config.h>
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <nbdkit-plugin.h>
@@ -28,6 +29,56 @@ head_refused (long status)
 }
 
 static int probe_on (struct conn *c);
+
+/* One validator of the object, from whichever probe answer carries it:
+ * the GET's where both do (reads are GETs, and their answers are
+ * compared with it), and an error where the two differ, which means
+ * that the object changed between them (or that HEAD and GET are
+ * answered from different copies), unless pin-object=false.  0 or -1.
+ */
+static int
+take_validator (const char *name, char *dst, size_t size, const char *head,
+                const char *get, bool etag)
+{
+  bool differ;
+
+  if (head[0] && get[0] && cfg.pin_object) {
+    differ = etag ? !verdict_etag_weak_equal (head, get)
+      : strcmp (head, get) != 0;
+    if (differ) {
+      nbdkit_error ("%s: the object changed during start-up, or HEAD and "
+                    "GET are answered from different copies: HEAD gave "
+                    "%s %.80s, a ranged GET %.80s (pin-object=false "
+                    "serves a server whose validators change although "
+                    "the object does not)", cfg.shown_url, name, head, get);
+      return -1;
+    }
+  }
+  snprintf (dst, size, "%s", get[0] ? get : head);
+  return 0;
+}
+
+/* The object's validators from HEAD (when it succeeded: a refusal's
+ * validators are of the refusal) and the ranged GET.
+ */
+static int
+take_validators (const struct object_info *head, const struct object_info *get)
+{
+  static const struct object_info none = { .size = -1 };
+  const struct object_info *h =
+    head->status >= 200 && head->status <= 299 ? head : &none;
+
+  object.status = get->status;
+  object.etag_on_get = get->etag[0] != '\0';
+  object.last_modified_on_get = get->last_modified[0] != '\0';
+  if (take_validator ("ETag", object.etag, sizeof object.etag,
+                      h->etag, get->etag, true) == -1 ||
+      take_validator ("Last-Modified", object.last_modified,
+                      sizeof object.last_modified, h->last_modified,
+                      get->last_modified, false) == -1)
+    return -1;
+  return 0;
+}
 
 /* On one connection borrowed from the pool: the probe's requests run
  * one after the other.
@@ -101,11 +152,8 @@ probe_on (struct conn *c)
   if (head.size == 0 && get.size > 0)
     nbdkit_debug ("%s: HEAD said 0 bytes, a ranged GET says %" PRIi64
                   ": using %" PRIi64, cfg.shown_url, get.size, get.size);
-  /* Validators from HEAD when it answered with the size, else from the
-   * GET.
-   */
-  object = head.status >= 200 && head.status <= 299 &&
-    head.size == get.size ? head : get;
+  if (take_validators (&head, &get) == -1)
+    return -1;
   object.size = get.size;
   nbdkit_debug ("%s: %" PRIi64 " bytes, ETag %s, Last-Modified %s",
                 cfg.shown_url, object.size,

@@ -28,15 +28,19 @@ struct object_info object = { .size = -1 };
  */
 static bool serving;
 
-/* Object pinning: every GET carries the validator found at start-up
- * (If-Match with a strong ETag, else If-Unmodified-Since), and every
- * answer's validator is compared with it, so that bytes of two versions
- * of an object are never mixed in one disk.  Writes change the object,
- * so pinning ends when a writable connection opens.
+/* Object pinning: every GET carries a precondition made from the
+ * validators found at start-up (If-Match with a strong ETag, else
+ * If-Unmodified-Since), and every answer's validators are compared with
+ * them (verdict.c), so that bytes of two versions of an object are
+ * never mixed in one disk.  A weak ETag cannot go into If-Match (RFC
+ * 9110 13.1.1), but it is still compared: If-Unmodified-Since has a
+ * resolution of one second, and an object replaced within that second
+ * has another ETag.  Writes change the object, so pinning ends when a
+ * writable connection opens.
  */
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool pinned;
-static bool pin_by_etag;        /* else by Last-Modified */
+static struct pin pin = { .etag = "", .last_modified = "", .header = "" };
 static char pin_header[sizeof object.etag + 32];  /* "If-Match: ..." */
 
 /* Whether the server answers a GET of several ranges with the parts
@@ -55,20 +59,37 @@ remote_serving (void)
   if (!cfg.pin_object || cfg.is_file)
     return;
   LOCK_FOR_SCOPE (&pin_lock);
-  /* A weak ETag cannot be used with If-Match (RFC 9110 13.1.1). */
-  pin_by_etag = object.etag[0] && strncmp (object.etag, "W/", 2) != 0;
-  if (pin_by_etag)
-    snprintf (pin_header, sizeof pin_header, "If-Match: %s", object.etag);
-  else if (object.last_modified[0])
-    snprintf (pin_header, sizeof pin_header, "If-Unmodified-Since: %s",
-              object.last_modified);
-  else {
+  if (object.etag[0] == '\0' && object.last_modified[0] == '\0') {
     nbdkit_debug ("%s: no ETag or Last-Modified: the object cannot be "
                   "pinned", cfg.shown_url);
     return;
   }
+  pin.etag = object.etag;
+  pin.last_modified = object.last_modified;
+  /* What the probe's own ranged GET carried, every read's answer must
+   * carry: the ETag, or without one the Last-Modified (a 206 need not
+   * carry Last-Modified where it has an ETag, RFC 9110 15.3.7).  A
+   * validator only HEAD gave is compared where an answer has it, and
+   * the server checks the precondition.
+   */
+  pin.etag_required = object.etag[0] && object.etag_on_get;
+  pin.last_modified_required = object.etag[0] == '\0' &&
+    object.last_modified_on_get;
+  if (object.etag[0] && strncmp (object.etag, "W/", 2) != 0)
+    snprintf (pin_header, sizeof pin_header, "If-Match: %s", object.etag);
+  else if (object.last_modified[0])
+    snprintf (pin_header, sizeof pin_header, "If-Unmodified-Since: %s",
+              object.last_modified);
+  pin.header = pin_header;
   pinned = true;
-  nbdkit_debug ("%s: reads pinned with %s", cfg.shown_url, pin_header);
+  nbdkit_debug ("%s: reads pinned: %s%s answers must show ETag %s%s, "
+                "Last-Modified %s%s", cfg.shown_url,
+                pin_header[0] ? pin_header : "no precondition (weak ETag)",
+                pin_header[0] ? ";" : ":",
+                object.etag[0] ? object.etag : "(none)",
+                pin.etag_required ? " (required)" : "",
+                object.last_modified[0] ? object.last_modified : "(none)",
+                pin.last_modified_required ? " (required)" : "");
 }
 
 /* A writable connection opened: the object will change under our own
@@ -85,17 +106,15 @@ remote_unpin (void)
   pinned = false;
 }
 
-/* Are reads pinned now?  If so (or once they were), *by_etag, *value
- * and *header say with what; the strings do not change after the probe.
+/* Are reads pinned now?  If so (or once they were), *p says to what;
+ * its strings do not change after the probe.
  */
 bool
-remote_pin (bool *by_etag, const char **value, const char **header)
+remote_pin (struct pin *p)
 {
   LOCK_FOR_SCOPE (&pin_lock);
 
-  *by_etag = pin_by_etag;
-  *value = pin_by_etag ? object.etag : object.last_modified;
-  *header = pin_header;
+  *p = pin;
   return pinned;
 }
 

@@ -132,6 +132,7 @@ verdict_name (enum verdict v)
   case VERDICT_EMPTY: return "EMPTY";
   case VERDICT_REDIRECT: return "REDIRECT";
   case VERDICT_RETRY: return "RETRY";
+  case VERDICT_RETRY_FRESH: return "RETRY_FRESH";
   case VERDICT_REFUSED: return "REFUSED";
   case VERDICT_NOT_THE_PARTS_ASKED_FOR: return "NOT_THE_PARTS_ASKED_FOR";
   case VERDICT_OBJECT_CHANGED: return "OBJECT_CHANGED";
@@ -175,14 +176,37 @@ transient_error (CURLcode rc, bool serving)
   }
 }
 
-/* A status other than the one wanted. */
+/* A status other than the one wanted, for a request of one range or
+ * several.
+ */
 static enum verdict
-bad_status (const struct answer *a, char *why, size_t size)
+bad_status (const struct asked *q, const struct answer *a, char *why,
+            size_t size)
 {
   if (a->status == 412) {
     snprintf (why, size, "the object at the URL changed since it was "
               "opened (HTTP 412 Precondition Failed)");
     return VERDICT_OBJECT_CHANGED;
+  }
+  /* 416 for bytes inside an object of known size: the object shrank if
+   * the answer says so ("bytes STAR/N"), else something on the way (a
+   * caching proxy with a short or stale copy has been seen to do this)
+   * got it wrong, which another connection may not.
+   */
+  if (a->status == 416 && q->nranges == 1 && q->expect_total >= 0) {
+    if (a->unsatisfied_total >= 0 && a->unsatisfied_total != q->expect_total) {
+      snprintf (why, size, "the object at the URL changed since it was "
+                "opened: its size was %" PRIi64 ", now %" PRIi64
+                " (HTTP 416 Range Not Satisfiable)",
+                q->expect_total, a->unsatisfied_total);
+      return VERDICT_OBJECT_CHANGED;
+    }
+    snprintf (why, size, "the server answered HTTP 416 Range Not "
+              "Satisfiable for bytes %" PRIu64 "-%" PRIu64 ", which lie "
+              "inside the object's %" PRIi64 " bytes (a cache or proxy "
+              "with a short or stale copy?)",
+              q->first, q->last, q->expect_total);
+    return VERDICT_RETRY_FRESH;
   }
   snprintf (why, size,
             "the server answered HTTP %ld instead of 206 Partial Content",
@@ -190,13 +214,66 @@ bad_status (const struct answer *a, char *why, size_t size)
   return transient_status (a->status) ? VERDICT_RETRY : VERDICT_REFUSED;
 }
 
-/* The answer's validators against the one the request carried. */
+/* Weak comparison (RFC 9110 8.8.3.2): the opaque tags are equal,
+ * whether or not either is marked weak.
+ */
+bool
+verdict_etag_weak_equal (const char *x, const char *y)
+{
+  if (strncmp (x, "W/", 2) == 0)
+    x += 2;
+  if (strncmp (y, "W/", 2) == 0)
+    y += 2;
+  return strcmp (x, y) == 0;
+}
+
+/* Is the answer's ETag NOW the pinned one?  A strong pin compares
+ * exactly, as the server's If-Match does; a weak one weakly.
+ */
+bool
+verdict_etag_matches (const char *pinned, const char *now)
+{
+  if (strncmp (pinned, "W/", 2) == 0)
+    return verdict_etag_weak_equal (pinned, now);
+  return strcmp (pinned, now) == 0;
+}
+
+/* One validator of the answer (NOW, "" if absent) against the pinned
+ * one (PINNED, "" if none): false with why set if it proves or may
+ * hide a change.
+ */
+static bool
+same_validator (const char *name, const char *pinned, bool required,
+                const char *now, bool etag, char *why, size_t size)
+{
+  if (pinned[0] == '\0')
+    return true;
+  if (now[0] == '\0') {
+    if (!required)
+      return true;
+    snprintf (why, size, "the object at the URL may have changed since "
+              "it was opened: the answer carries no %s, which the "
+              "server sent at start-up (pin-object=false reads without "
+              "this check)", name);
+    return false;
+  }
+  if (etag ? verdict_etag_matches (pinned, now) : strcmp (pinned, now) == 0)
+    return true;
+  snprintf (why, size, "the object at the URL changed since it was "
+            "opened: its %s was %.80s, now %.80s", name, pinned, now);
+  return false;
+}
+
+/* The answer's validators against the ones found at start-up.  The
+ * answer must carry each validator that the probe's ranged GET carried
+ * (RFC 9110 15.3.7 requires a 206 to carry the ETag that a 200 would
+ * have): a server that ignores If-Match may drop it along with the old
+ * object.
+ */
 static bool
 same_object (const struct asked *q, const struct answer *a, char *why,
              size_t size)
 {
-  const char *now;
-
   if (!q->pinned)
     return true;
   if (a->bad_validator) {
@@ -206,24 +283,11 @@ same_object (const struct asked *q, const struct answer *a, char *why,
               "ones)");
     return false;
   }
-  /* The answer must carry the kind of validator the reads are pinned
-   * by: a server that ignores If-Match may drop it along with the old
-   * object.  RFC 9110 15.3.7 requires a 206 to carry the ETag that a 200
-   * would have.
-   */
-  now = q->pin_by_etag ? a->etag : a->last_modified;
-  if (now[0] == '\0') {
-    snprintf (why, size, "the object at the URL may have changed since "
-              "it was opened: the answer carries no %s (pin-object=false "
-              "reads without this check)",
-              q->pin_by_etag ? "ETag" : "Last-Modified");
-    return false;
-  }
-  if (strcmp (q->pin_value, now) == 0)
-    return true;
-  snprintf (why, size, "the object at the URL changed since it was "
-            "opened: its validator was %.80s, now %.80s", q->pin_value, now);
-  return false;
+  return same_validator ("ETag", q->pin.etag, q->pin.etag_required,
+                         a->etag, true, why, size) &&
+    same_validator ("Last-Modified", q->pin.last_modified,
+                    q->pin.last_modified_required, a->last_modified, false,
+                    why, size);
 }
 
 /* The answer to a request for several ranges must be 206 with a
@@ -248,7 +312,7 @@ multi_headers (const struct asked *q, const struct answer *a, char *why,
               a->status == 206 ? " but not multipart/byteranges" : "");
     return VERDICT_NOT_THE_PARTS_ASKED_FOR;
   }
-  return bad_status (a, why, size);
+  return bad_status (q, a, why, size);
 }
 
 /* Redirects that name a new location for the same request (RFC 9110
@@ -303,7 +367,7 @@ judge_headers (const struct asked *q, const struct answer *a, char *why,
     return VERDICT_REFUSED;
   }
   if (a->status != 206)
-    return bad_status (a, why, size);
+    return bad_status (q, a, why, size);
   if (!same_object (q, a, why, size))
     return VERDICT_OBJECT_CHANGED;
   if (!a->has_content_range) {

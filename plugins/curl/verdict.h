@@ -19,6 +19,22 @@
 
 #include <curl/curl.h>
 
+/* The object's identity found at start-up (remote.c), which the answer
+ * to every read must still show: each validator the probe found is
+ * compared where the answer carries it, and one the probe's own ranged
+ * GET carried must be there.  A strong ETag compares exactly (as
+ * If-Match does), a weak one (W/"...") by weak comparison (RFC 9110
+ * 8.8.3.2): a weak ETag cannot go into If-Match, but a different one
+ * proves a different representation.
+ */
+struct pin {
+  const char *etag;             /* "" if none */
+  const char *last_modified;    /* "" if none */
+  bool etag_required;           /* an answer without an ETag is refused */
+  bool last_modified_required;  /* ... without Last-Modified */
+  const char *header;           /* the precondition sent, "" if none */
+};
+
 /* What was asked.  Built before the request and not changed after. */
 struct asked {
   enum method { HEAD, GET, PUT } method;
@@ -29,13 +45,8 @@ struct asked {
   bool is_file;                 /* file://: no status, no headers */
   bool follow_redirects;        /* followlocation= */
   bool serving;                 /* the probe is done */
-  /* The validator the request carried (If-Match with a strong ETag,
-   * else If-Unmodified-Since), which the answer's must equal.
-   */
-  bool pinned;
-  bool pin_by_etag;
-  const char *pin_value;
-  const char *pin_header;       /* "If-Match: ..." (engine.c sends it) */
+  bool pinned;                  /* the answer must show pin */
+  struct pin pin;               /* engine.c sends pin.header */
 };
 
 /* What came back, as far as it has arrived: the header facts of the
@@ -92,6 +103,7 @@ enum verdict {
   VERDICT_REDIRECT,             /* follow Location; body ignored */
   /* Failures from here on. */
   VERDICT_RETRY,                /* "not now": worth another try */
+  VERDICT_RETRY_FRESH,          /* worth one try on a new connection */
   VERDICT_REFUSED,              /* not the answer; asking again won't do */
   VERDICT_NOT_THE_PARTS_ASKED_FOR, /* several ranges: ask one by one */
   VERDICT_OBJECT_CHANGED,       /* not the object opened at start-up */
@@ -105,6 +117,8 @@ verdict_failed (enum verdict v)
 }
 
 extern const char *verdict_name (enum verdict v);
+extern bool verdict_etag_matches (const char *pinned, const char *now);
+extern bool verdict_etag_weak_equal (const char *x, const char *y);
 extern enum verdict verdict_judge (const struct asked *q,
                                    const struct answer *a,
                                    char *why, size_t size);
