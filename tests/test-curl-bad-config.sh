@@ -39,7 +39,7 @@ case_ no_url url required --
 case_ ftp protocols -- ftp://127.0.0.1/x
 case_ proto_https protocols -- "https://127.0.0.1:$dead_port/x" protocols=http
 case_ timeout_abc timeout abc -- "$url" timeout=abc
-case_ timeout_0 timeout -- "$url" timeout=0
+case_ timeout_neg timeout -- "$url" timeout=-1
 case_ connections_0 connections 0 -- "$url" connections=0
 case_ connections_257 connections 257 -- "$url" connections=257
 case_ sslverify sslverify maybe -- "$url" sslverify=maybe
@@ -78,9 +78,24 @@ fi
 # would replace them, whatever the case of its name.
 for h in Range If-Match if-unmodified-since If-None-Match \
          If-Modified-Since If-Range Content-Range content-length \
-         Transfer-Encoding; do
+         Transfer-Encoding Expect Accept-Encoding; do
   case_ "header_$h" header "$h" "sets it" -- "$url" "header=$h: x"
 done
+# ... in libcurl's form for an empty value too, and with blanks.
+case_ header_semicolon header "Range" "sets it" -- "$url" "header=Range;"
+case_ header_blank header "sets it" -- "$url" "header=Content-Length : 0"
+# A name that is not a token, e.g. a line folded into the previous one.
+case_ header_fold header "not a valid token" -- "$url" "header= Range: x"
+case_ header_space header "not a valid token" -- "$url" \
+  "header=Content Length: 0"
+case_ header_semicolon_more header "nothing after" -- "$url" \
+  "header=X-Empty; x"
+# No name at all: the value may be a token and is not printed.
+case_ header_no_name header "got no ':'" -- "$url" "header=s3cret-token"
+if grep -qF s3cret-token "$tmp/header_no_name.err"; then
+  echo "BAD: header_no_name: the header's value was printed" >&2
+  bad=$((bad + 1))
+fi
 
 # nbdkit or the plugin may phrase this one.
 expect_nbdkit_fails unknown "$PLUGIN" "$url" foo=1

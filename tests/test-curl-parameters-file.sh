@@ -5,7 +5,8 @@
 # whole export must equal the file.
 # Nothing in config.c refuses a parameter because the URL is file:, and
 # libcurl's file: handler uses no network, so these are accepted and
-# have no effect here: proxy, proxy-user, proxy-password (a proxy that
+# have no effect here: proxy, proxy-user, proxy-password, proxy-cainfo,
+# proxy-capath (a proxy that
 # nothing listens on still gives the file's bytes), unix-socket-path (a
 # socket that does not exist), resolve, ipresolve, tcp-keepalive,
 # tcp-nodelay, sslverify, cainfo, capath, ssl-version, ssl-cipher-list,
@@ -108,6 +109,7 @@ run url "url=$file_url"
 
 ok connections connections=4
 ok timeout timeout=30
+ok timeout-0 timeout=0
 ok retries retries=0
 ok retry-delay retry-delay=0.25
 ok pin-object pin-object=false
@@ -137,6 +139,8 @@ ok header-script "header-script=touch $tmp/header-ran; echo X-A: 1" \
 [ -f "$tmp/header-ran" ] || problem "header-script did not run for file:"
 ok proxy "proxy=http://127.0.0.1:$dead_port" proxy-user=bob \
   "proxy-password=+$tmp/pw"
+ok proxy-ca "proxy=https://127.0.0.1:$dead_port" \
+  "proxy-cainfo=$tmp/cert.pem" "proxy-capath=$tmp/capath"
 for v in none 1.0 1.1; do
   ok "http-$v" "http-version=$v"
 done

@@ -65,7 +65,7 @@ assert_gone a
 
 # (b) The same at a renewal: the read that runs the script fails with
 # EIO after timeout=2, and does not hang.
-script='if [ "$iteration" -ge 2 ]; then
+script='if [ "$iteration" -ge 1 ]; then
           echo "X-Token: tok-$iteration"; exec >&-
           sleep 100 & echo $! >"$tmp/bg-b.pid"; wait
         fi

@@ -53,7 +53,7 @@ stop_pid "$fault_pid"
 start_fault_server normal "$tmp/disk.img"
 cat >"$tmp/script.sh" <<'EOF'
 #!/bin/sh
-[ "$iteration" -eq 1 ] || { echo hanging >"$0.hang"; exec sleep 60; }
+[ "$iteration" -eq 0 ] || { echo hanging >"$0.hang"; exec sleep 60; }
 echo "X-Token: t$iteration"
 EOF
 chmod +x "$tmp/script.sh"

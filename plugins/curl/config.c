@@ -251,51 +251,95 @@ read_secret (const char *key, const char *value, char **out)
   return 0;
 }
 
-/* The headers the plugin sets for its own checks: a header= of that
- * name would replace libcurl's (Range) or the plugin's (If-Match), and
- * the answers would not be the ones the plugin checks for.
+/* The headers the plugin sets for its own checks: one of these from
+ * header= or header-script would replace libcurl's (Range) or the
+ * plugin's (If-Match), or change the body a PUT sends (Content-Length:
+ * 0 sends none, and the server takes the empty write), and the answers
+ * would not be the ones the plugin checks for.  Accept-Encoding would
+ * make ranges index a compressed representation, not the object.
  */
 static bool
-plugin_header (const char *name, int len)
+plugin_header (const char *name, size_t len)
 {
   static const char *const own[] = {
     "range", "if-match", "if-unmodified-since", "if-none-match",
     "if-modified-since", "if-range", "content-range", "content-length",
-    "transfer-encoding",
+    "transfer-encoding", "expect", "accept-encoding",
   };
   size_t i;
 
-  while (len > 0 && (name[len - 1] == ' ' || name[len - 1] == '\t'))
-    len--;
   for (i = 0; i < sizeof own / sizeof own[0]; i++)
-    if (strlen (own[i]) == (size_t) len && strncasecmp (own[i], name, len) == 0)
+    if (strlen (own[i]) == len && strncasecmp (own[i], name, len) == 0)
       return true;
   return false;
 }
 
-/* A header value with CR or LF would let a parameter smuggle a second
- * header or a whole request into the stream.  Messages name the header
- * but never show its value, which may be a token.
+/* RFC 9110 5.6.2: a header name is a token. */
+static bool
+is_token (const char *name, size_t len)
+{
+  size_t i;
+
+  for (i = 0; i < len; i++) {
+    unsigned char c = name[i];
+
+    if (!(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') &&
+        !(c >= '0' && c <= '9') &&
+        (c == '\0' || strchr ("!#$%&'*+-.^_`|~", c) == NULL))
+      return false;
+  }
+  return len > 0;
+}
+
+/* Why the request header LINE (LEN bytes, from header= or a line of
+ * header-script's output) may not be sent, or NULL if it may.  *NAME_LEN
+ * is set to the length of its name, for messages, which never show the
+ * value: it may be a token.  The forms are libcurl's: "Name: value", and
+ * "Name;" for a header with an empty value.  A value with CR or LF would
+ * smuggle a second header or a whole request into the stream, and a
+ * line that starts with a blank would be folded into the previous
+ * header on the wire.
  */
+const char *
+config_header_refused (const char *line, size_t len, int *name_len)
+{
+  size_t n = 0, i;
+
+  while (n < len && line[n] != ':' && line[n] != ';')
+    n++;
+  *name_len = (int) n;
+  if (memchr (line, '\r', len) != NULL || memchr (line, '\n', len) != NULL) {
+    if (n == len)
+      *name_len = 0;
+    return "headers must not contain CR or LF";
+  }
+  if (n == len) {
+    *name_len = 0;              /* the whole line may be a token */
+    return "expected 'Name: value' or 'Name;', got no ':'";
+  }
+  while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+    n--;
+  if (!is_token (line, n))
+    return "the header name is empty or not a valid token";
+  if (line[*name_len] == ';')
+    for (i = *name_len + 1; i < len; i++)
+      if (line[i] != ' ' && line[i] != '\t')
+        return "a header with an empty value is 'Name;', with nothing after";
+  if (plugin_header (line, n))
+    return "the plugin sets it itself (for the ranges it asks for, the "
+      "validators it pins and the bodies it sends)";
+  return NULL;
+}
+
 static int
 add_header (const char *value)
 {
   struct curl_slist *list;
-  int name_len = (int) strcspn (value, ":;");
+  int name_len;
+  const char *why = config_header_refused (value, strlen (value), &name_len);
 
-  if (value[name_len] == '\0') {
-    nbdkit_error ("header: expected 'Name: value', got no ':'");
-    return -1;
-  }
-  if (strpbrk (value, "\r\n") != NULL) {
-    nbdkit_error ("header: %.*s: headers must not contain CR or LF",
-                  name_len, value);
-    return -1;
-  }
-  if (plugin_header (value, name_len)) {
-    nbdkit_error ("header: %.*s: the plugin sets it itself (for the ranges "
-                  "it asks for, the validators it pins and the bodies it "
-                  "sends)", name_len, value);
+  if (why != NULL) {
+    nbdkit_error ("header: %.*s: %s", name_len, value, why);
     return -1;
   }
   list = curl_slist_append (cfg.headers, value);
@@ -321,6 +365,8 @@ static const struct {
   { "cookiejar", &cfg.cookiejar, NULL },
   { "proxy", &cfg.proxy, NULL },
   { "proxy-user", &cfg.proxy_user, NULL },
+  { "proxy-cainfo", &cfg.proxy_cainfo, NULL },
+  { "proxy-capath", &cfg.proxy_capath, NULL },
   { "ssl-cipher-list", &cfg.ssl_cipher_list, NULL },
   { "tls13-ciphers", &cfg.tls13_ciphers, NULL },
   { "unix-socket-path", &cfg.unix_socket_path, NULL },
@@ -337,6 +383,23 @@ static const struct {
   { "insecure-redirect", NULL, &cfg.insecure_redirect },
 };
 
+/* timeout=0 is what scripts written for upstream's plugin pass for
+ * "libcurl's default": here it is the plugin's default, since requests,
+ * ignored bodies and scripts must all be bounded in time.
+ */
+static int
+parse_timeout (const char *key, const char *value)
+{
+  if (parse_range (key, value, 0, 86400, &cfg.timeout) == -1)
+    return -1;
+  if (cfg.timeout == 0) {
+    nbdkit_debug ("timeout=0: using the default, %d seconds",
+                  DEFAULT_TIMEOUT);
+    cfg.timeout = DEFAULT_TIMEOUT;
+  }
+  return 0;
+}
+
 /* The parameters with a parser of their own; 1 for an unknown key. */
 static int
 set_parsed (const char *key, const char *value)
@@ -344,7 +407,7 @@ set_parsed (const char *key, const char *value)
   if (strcmp (key, "connections") == 0)
     return parse_range (key, value, 1, MAX_CONNECTIONS, &cfg.connections);
   if (strcmp (key, "timeout") == 0)
-    return parse_range (key, value, 1, 86400, &cfg.timeout);
+    return parse_timeout (key, value);
   if (strcmp (key, "retries") == 0)
     return parse_range (key, value, 0, 100, &cfg.retries);
   if (strcmp (key, "retry-delay") == 0)
@@ -591,6 +654,10 @@ config_apply (CURL *e)
     SET (CURLOPT_PROXYUSERNAME, cfg.proxy_user);
   if (cfg.proxy_password)
     SET (CURLOPT_PROXYPASSWORD, cfg.proxy_password);
+  if (cfg.proxy_cainfo)
+    SET (CURLOPT_PROXY_CAINFO, cfg.proxy_cainfo);
+  if (cfg.proxy_capath)
+    SET (CURLOPT_PROXY_CAPATH, cfg.proxy_capath);
   if (cfg.ssl_version != CURL_SSLVERSION_DEFAULT)
     SET (CURLOPT_SSLVERSION, cfg.ssl_version);
   if (cfg.ssl_cipher_list)

@@ -72,6 +72,7 @@ struct curl_config {
   char *cookie;                 /* from nbdkit_read_password */
   const char *cookiefile, *cookiejar;
   const char *proxy, *proxy_user;
+  const char *proxy_cainfo, *proxy_capath;  /* an HTTPS proxy's CA */
   char *proxy_password;         /* from nbdkit_read_password */
   long http_version;            /* CURL_HTTP_VERSION_* */
   long ssl_version;             /* CURL_SSLVERSION_* */
@@ -89,6 +90,8 @@ extern struct curl_config cfg;
 extern int config_set (const char *key, const char *value);
 extern int config_complete (void);
 extern bool config_allows_scheme (const char *scheme);
+extern const char *config_header_refused (const char *line, size_t len,
+                                          int *name_len);
 extern void config_unload (void);
 extern CURLcode config_apply (CURL *e);
 
@@ -101,7 +104,8 @@ extern CURLcode config_apply (CURL *e);
 #define CONFIG_HELP \
   "url=<URL>                 (required) The disk image URL.\n"         \
   "connections=<N>           Parallel HTTP connections (default 16).\n" \
-  "timeout=<SECS>            Connect and stall timeout (default 60).\n" \
+  "timeout=<SECS>            Connect and stall timeout (default 60;\n" \
+  "                          0 is the default).\n"                    \
   "retries=<N>               Retries after a transient error (5).\n"  \
   "retry-delay=<SECS>        First retry delay, then doubled (1).\n"  \
   "pin-object=false          Do not pin the object's validators.\n"   \
@@ -126,6 +130,8 @@ extern CURLcode config_apply (CURL *e);
   "proxy=<PROXY>             Proxy URL.\n"                             \
   "proxy-user=<USER>         Proxy user name.\n"                       \
   "proxy-password=<PASSWORD> Proxy password (or -, +FILE, -FD).\n"     \
+  "proxy-cainfo=<FILE>       CA certificates for an HTTPS proxy.\n"    \
+  "proxy-capath=<DIR>        Directory of CA certificates for it.\n"  \
   "http-version=<VERSION>    none, 1.0, 1.1 (default), 2.0, 2TLS,\n"   \
   "                          2-prior-knowledge, 3, 3only.\n"           \
   "ssl-version=<VERSION>     default, tlsv1, tlsv1.0 ... tlsv1.3.\n"   \

@@ -14,15 +14,16 @@
  * request ever sees half of one set and half of another.  No lasting
  * thread of the plugin's own is needed, which keeps nbdkit's fork safe.
  *
- * The script runs with /bin/sh -c, with $url and $iteration (1 for the
- * first run) in its environment, default signal handling, and none of
- * nbdkit's descriptors but its standard ones (libcurl's sockets are not
- * close-on-exec, and a background process of the script would keep the
- * connections open).  It must exit 0 within timeout= seconds, which
- * bound its whole run: the reading of its output, and then its exit (a
- * script may close its output and go on running).  waitid has no time
- * limit, so a thread that lives as long as the run waits in it and
- * closes a pipe when the script has exited; the run polls that pipe.
+ * The script runs with /bin/sh -c, with $url and $iteration (0 for the
+ * first run, as in upstream nbdkit's plugin) in its environment,
+ * default signal handling, and none of nbdkit's descriptors but its
+ * standard ones (libcurl's sockets are not close-on-exec, and a
+ * background process of the script would keep the connections open).
+ * It must exit 0 within timeout= seconds, which bound its whole run:
+ * the reading of its output, and then its exit (a script may close its
+ * output and go on running).  waitid has no time limit, so a thread
+ * that lives as long as the run waits in it and closes a pipe when the
+ * script has exited; the run polls that pipe.
  *
  * It runs in a process group of its own.  When it fails, prints too
  * much or runs out of time, the whole group is killed, so that nothing
@@ -445,6 +446,8 @@ static int
 check_output (struct script *s, char *out)
 {
   char *line, *end, *stop;
+  const char *why;
+  int name_len;
   unsigned n = 0;
 
   if (s == &cookie) {
@@ -470,15 +473,15 @@ check_output (struct script *s, char *out)
       stop--;
       *stop = '\n';
     }
-    if (stop > line && memchr (line, ':', stop - line) == NULL) {
-      nbdkit_error ("%s: output line %u is not a 'Name: value' header",
-                    s->what, n);
-      return -1;
-    }
-    /* A CR inside a line would end the header early on the wire. */
-    if (memchr (line, '\r', stop - line) != NULL) {
-      nbdkit_error ("%s: output line %u has a carriage return in it",
-                    s->what, n);
+    /* The same rule as header= (a CR inside a line would end the header
+     * early on the wire; a header the plugin sets itself would undo its
+     * checks), at every run: a renewal may print what the first did not.
+     */
+    why = stop > line ? config_header_refused (line, stop - line, &name_len)
+      : NULL;
+    if (why != NULL) {
+      nbdkit_error ("%s: output line %u: %.*s%s%s", s->what, n, name_len,
+                    line, name_len > 0 ? ": " : "", why);
       return -1;
     }
   }
@@ -501,7 +504,7 @@ refresh (struct script *s)
         (s->output != NULL && (*s->renew == 0 || age (&s->ran) < *s->renew)))
       return 0;
     s->running = true;
-    iteration = ++s->iteration;
+    iteration = s->iteration++;
   }
   r = run (s, iteration, &out);
   if (r == 0)
