@@ -862,6 +862,19 @@ class ReplaceIgnorePrecondition(ReplaceAfter):
     honour_preconditions = False
 
 
+class ReplaceStarEtag(ReplaceAfter):
+    """ReplaceAfter, from a server whose ETag is always "*", which is no
+    entity-tag: "If-Match: *" matches any version, so a client that
+    sends it back pins nothing.  Last-Modified changes with the
+    replacement."""
+
+    def validators(self):
+        if getattr(self, "snapshot", None):
+            return self.snapshot
+        return [(k, "*" if k == "ETag" else v)
+                for k, v in super().validators()]
+
+
 class UnstableEtag(Handler):
     """Same bytes, but a different ETag in every answer (servers behind a
     load balancer that compute ETags per machine), and If-Match ignored."""
@@ -1207,6 +1220,7 @@ MODES = {
     "stall-some": StallSome,
     "replace-after": ReplaceAfter,
     "replace-ignore-precondition": ReplaceIgnorePrecondition,
+    "replace-star-etag": ReplaceStarEtag,
     "unstable-etag": UnstableEtag,
     "stale-416": Stale416,
     "always-416": type("Always416", (Stale416,), {"always": True}),

@@ -4,10 +4,10 @@
 # 429 with Retry-After, stalls past timeout=, a redirect) must be retried
 # to a byte-exact copy; permanent ones (the object replaced mid-copy,
 # with and without If-Match support, and with its new ETag missing, too
-# long or followed by the old one; ETags that change on every answer,
-# unless pin-object=false; a redirect to file://; 401 without
-# credentials) must end with a non-zero exit and a message naming the
-# cause, within a bounded time.  Never exit 0 with wrong bytes; never
+# long or followed by the old one, or an ETag of "*"; ETags that change
+# on every answer, unless pin-object=false; a redirect to file://; 401
+# without credentials) must end with a non-zero exit and a message
+# naming the cause, within a bounded time.  Never exit 0 with wrong bytes; never
 # hang.  One line per mode with its outcome and time goes to the log.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
@@ -115,6 +115,9 @@ run replace-no-validators fail:"changed since it was opened" "${fast[@]}"
 run replace-long-etag fail:"changed since it was opened" "${fast[@]}"
 run replace-huge-etag fail:"changed since it was opened" "${fast[@]}"
 run replace-dup-etag fail:"changed since it was opened" "${fast[@]}"
+# An ETag that is no entity-tag ("*") is not used: If-Match: * would
+# match any version.  Last-Modified pins instead.
+run replace-star-etag fail:"changed since it was opened" "${fast[@]}"
 run unstable-etag fail:"changed during start-up" "${fast[@]}"
 run unstable-etag copy "${fast[@]}" pin-object=false
 run redirect-file fail:"protocol" "${fast[@]}"

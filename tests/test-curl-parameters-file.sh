@@ -6,9 +6,9 @@
 # Nothing in config.c refuses a parameter because the URL is file:, and
 # libcurl's file: handler uses no network, so these are accepted and
 # have no effect here: proxy, proxy-user, proxy-password, proxy-cainfo,
-# proxy-capath (a proxy that
-# nothing listens on still gives the file's bytes), unix-socket-path (a
-# socket that does not exist), resolve, ipresolve, tcp-keepalive,
+# proxy-capath (a proxy that nothing listens on still gives the file's
+# bytes), unix-socket-path (a socket that does not exist), resolve,
+# ipresolve, tcp-keepalive,
 # tcp-nodelay, sslverify, cainfo, capath, ssl-version, ssl-cipher-list,
 # tls13-ciphers, header, user, password, cookie, cookiefile, user-agent,
 # aws-sigv4, followlocation, location-trusted, insecure-redirect,

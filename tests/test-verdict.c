@@ -420,6 +420,18 @@ validators (void)
   EXPECT (q, a, VERDICT_OBJECT_CHANGED, "unusable");
   a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: W/" ETAG, NULL);
   EXPECT (q, a, VERDICT_OBJECT_CHANGED, "now W/");
+  /* Not entity-tags: "*" or a list in If-Match would match anything. */
+  a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: *", NULL);
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "unusable");
+  a = headers (206, "Content-Range: bytes 0-9/1000",
+               "ETag: " ETAG ", \"v2\"", NULL);
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "unusable");
+  a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: v1", NULL);
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "unusable");
+  a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: \"\"", NULL);
+  q.pin.etag = "\"\"";
+  EXPECT (q, a, VERDICT_OK, NULL);
+  q.pin.etag = ETAG;
 
   /* Pinned by Last-Modified. */
   q.pin = (struct pin) { .etag = "", .last_modified = LASTMOD,

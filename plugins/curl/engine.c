@@ -356,9 +356,10 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
    * short, but a validator that long must not go unnoticed.
    */
   if (len >= sizeof line) {
-    if ((len >= 5 && strncasecmp (data, "etag:", 5) == 0) ||
-        (len >= 14 && strncasecmp (data, "last-modified:", 14) == 0))
-      x->a.bad_validator = true;
+    if (len >= 5 && strncasecmp (data, "etag:", 5) == 0)
+      x->a.bad_etag = true;
+    if (len >= 14 && strncasecmp (data, "last-modified:", 14) == 0)
+      x->a.bad_last_modified = true;
     return len;
   }
   memcpy (line, data, len);
@@ -916,12 +917,15 @@ perform (struct conn *c, struct xfer *x)
 static void
 copy_info (struct object_info *info, const struct xfer *x)
 {
-  if (x->a.bad_validator)
-    nbdkit_debug ("%s: %s: the server sent an ETag or Last-Modified with "
-                  "control characters: not used", x->what, cfg.shown_url);
+  if (x->a.bad_etag || x->a.bad_last_modified)
+    nbdkit_debug ("%s: %s: the server sent an unusable %s (control "
+                  "characters, not an entity-tag, too long or two "
+                  "different ones): not used", x->what, cfg.shown_url,
+                  x->a.bad_etag ? "ETag" : "Last-Modified");
   info->status = x->a.status;
-  strcpy (info->etag, x->a.etag);
-  strcpy (info->last_modified, x->a.last_modified);
+  strcpy (info->etag, x->a.bad_etag ? "" : x->a.etag);
+  strcpy (info->last_modified,
+          x->a.bad_last_modified ? "" : x->a.last_modified);
 }
 
 /* HEAD: the status, Content-Length and validators, whatever the status

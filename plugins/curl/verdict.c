@@ -37,30 +37,53 @@ answer_reset (struct answer *a)
 /* A validator goes back to the server in If-Match or
  * If-Unmodified-Since, so one with control characters (a CR would end
  * that header and start another of the server's choosing) or a NUL is
- * never kept, only noted as unusable.  So is one longer than the field
+ * never kept, only noted as unusable (and so is an ETag that is not an
+ * entity-tag, see is_entity_tag).  So is one longer than the field
  * (a truncated ETag would compare equal to a different one, and an
  * absent one would not be compared at all), and a second one that
  * differs from the first (which is meant cannot be known).  While reads
- * are pinned, an answer with an unusable validator is refused.
+ * are pinned by a validator, an answer with an unusable one of that kind
+ * is refused.
  */
 static void
-copy_validator (struct answer *a, char *dst, size_t dstlen, const char *v,
+copy_validator (bool *bad, char *dst, size_t dstlen, const char *v,
                 size_t len)
 {
   size_t i;
 
   for (i = 0; i < len; i++) {
     if ((unsigned char) v[i] < 0x20 || v[i] == 0x7f) {
-      a->bad_validator = true;
+      *bad = true;
       return;
     }
   }
   if (len >= dstlen || (dst[0] && (strlen (dst) != len ||
                                    memcmp (dst, v, len) != 0))) {
-    a->bad_validator = true;
+    *bad = true;
     return;
   }
   memcpy (dst, v, len + 1);
+}
+
+/* RFC 9110 8.8.3: entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE, where
+ * etagc is any visible byte but DQUOTE.  Anything else must not be sent
+ * back: "*" or a list ("a", "b") in If-Match would match any version.
+ */
+static bool
+is_entity_tag (const char *v, size_t len)
+{
+  size_t i;
+
+  if (len >= 2 && v[0] == 'W' && v[1] == '/') {
+    v += 2;
+    len -= 2;
+  }
+  if (len < 2 || v[0] != '"' || v[len - 1] != '"')
+    return false;
+  for (i = 1; i < len - 1; i++)
+    if ((unsigned char) v[i] <= 0x20 || v[i] == '"' || v[i] == 0x7f)
+      return false;
+  return true;
 }
 
 /* One header line of the answer, NAME: V (V is VLEN bytes, NUL
@@ -115,11 +138,15 @@ answer_header (struct answer *a, const char *name, const char *v,
       a->retry_after_ms = secs > MAX_RETRY_DELAY_MS / 1000
         ? MAX_RETRY_DELAY_MS : (unsigned) secs * 1000;
   }
-  else if (strcasecmp (name, "etag") == 0)
-    copy_validator (a, a->etag, sizeof a->etag, v, vlen);
+  else if (strcasecmp (name, "etag") == 0) {
+    if (is_entity_tag (v, vlen))
+      copy_validator (&a->bad_etag, a->etag, sizeof a->etag, v, vlen);
+    else
+      a->bad_etag = true;
+  }
   else if (strcasecmp (name, "last-modified") == 0)
-    copy_validator (a, a->last_modified, sizeof a->last_modified, v,
-                    vlen);
+    copy_validator (&a->bad_last_modified, a->last_modified,
+                    sizeof a->last_modified, v, vlen);
   return true;
 }
 
@@ -244,10 +271,18 @@ verdict_etag_matches (const char *pinned, const char *now)
  */
 static bool
 same_validator (const char *name, const char *pinned, bool required,
-                const char *now, bool etag, char *why, size_t size)
+                const char *now, bool bad, bool etag, char *why,
+                size_t size)
 {
   if (pinned[0] == '\0')
     return true;
+  if (bad) {
+    snprintf (why, size, "the object at the URL may have changed since "
+              "it was opened: the answer's %s is unusable (control "
+              "characters, not an entity-tag, too long, or two different "
+              "ones)", name);
+    return false;
+  }
   if (now[0] == '\0') {
     if (!required)
       return true;
@@ -276,18 +311,11 @@ same_object (const struct asked *q, const struct answer *a, char *why,
 {
   if (!q->pinned)
     return true;
-  if (a->bad_validator) {
-    snprintf (why, size, "the object at the URL may have changed since "
-              "it was opened: the answer's ETag or Last-Modified is "
-              "unusable (control characters, too long, or two different "
-              "ones)");
-    return false;
-  }
   return same_validator ("ETag", q->pin.etag, q->pin.etag_required,
-                         a->etag, true, why, size) &&
+                         a->etag, a->bad_etag, true, why, size) &&
     same_validator ("Last-Modified", q->pin.last_modified,
-                    q->pin.last_modified_required, a->last_modified, false,
-                    why, size);
+                    q->pin.last_modified_required, a->last_modified,
+                    a->bad_last_modified, false, why, size);
 }
 
 /* The answer to a request for several ranges must be 206 with a

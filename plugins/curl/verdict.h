@@ -73,7 +73,8 @@ struct answer {
   char location[8192];          /* "" if too long or with a NUL */
   char etag[ETAG_SIZE];         /* "" when absent */
   char last_modified[LAST_MODIFIED_SIZE];
-  bool bad_validator;           /* unusable: see copy_validator */
+  bool bad_etag;                /* unusable: see copy_validator */
+  bool bad_last_modified;
   unsigned retry_after_ms;      /* from Retry-After, 0 if none */
 
   /* The body. */
