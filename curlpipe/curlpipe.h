@@ -58,4 +58,7 @@ struct options {
 extern int run_transfer (const struct options *opt, char *msg,
                          size_t msglen);
 
+/* Is name (len bytes) one of -w's %{variables}?  (writeout.c) */
+extern bool write_out_known (const char *name, size_t len);
+
 #endif /* CURLPIPE_H */

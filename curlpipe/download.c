@@ -70,9 +70,12 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     st->ch_state = CH_SIZE;
     st->ch_left = 0;
     st->ch_digits = 0;
+    st->num_headers = 0;
   }
-  else if (len > 18 && strncasecmp (data, "transfer-encoding:", 18) == 0 &&
-           !transfer_coding (st, data + 18, len - 18))
+  else if (len > 2)             /* not the empty line at the end */
+    st->num_headers++;
+  if (len > 18 && strncasecmp (data, "transfer-encoding:", 18) == 0 &&
+      !transfer_coding (st, data + 18, len - 18))
     return 0;
   if (st->opt->dump_header == NULL)
     return len;

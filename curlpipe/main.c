@@ -42,7 +42,8 @@ static const char usage_text[] =
   "  -f, --fail               Exit 22 on HTTP >= 400; its body to stderr\n"
   "  -o, --output FILE        Write the answer to FILE ('-': stdout)\n"
   "  -D, --dump-header FILE   Write the answer's headers to FILE\n"
-  "  -w, --write-out FORMAT   Print FORMAT to stdout at the end\n"
+  "  -w, --write-out FORMAT   Print FORMAT (curl's %{variables}, @FILE)\n"
+  "                           to stdout at the end\n"
   "  -s, --silent             No progress line\n"
   "  -S, --show-error         Accepted: errors are always shown\n"
   "  -v, --verbose            Show the exchange's headers (no secrets)\n"
@@ -204,6 +205,72 @@ upload_file (const char *name)
   close (fd);
 }
 
+/* -w @FILE, -w @-: the format is the file's (or standard input's)
+ * lines, joined without their line ends, as curl reads it.  @- reads
+ * standard input to its end, which leaves the upload empty (as in
+ * curl).
+ */
+static char *
+read_format (const char *name)
+{
+  FILE *fp = strcmp (name, "-") == 0 ? stdin : fopen (name, "re");
+  char *text;
+  size_t size = 256, n = 0;
+  int c;
+
+  if (fp == NULL)
+    usage_error ("-w @%s: %s", name, strerror (errno));
+  text = malloc (size);
+  if (text == NULL)
+    out_of_memory ();
+  for (c = getc (fp); c != EOF; c = getc (fp)) {
+    if (c == '\r' || c == '\n')
+      continue;
+    if (n + 1 == size) {
+      size *= 2;
+      text = realloc (text, size);
+      if (text == NULL)
+        out_of_memory ();
+    }
+    text[n++] = c;
+  }
+  text[n] = '\0';
+  if (ferror (fp))
+    usage_error ("-w @%s: %s", name, strerror (errno));
+  if (fp != stdin)
+    fclose (fp);
+  return text;
+}
+
+/* -w: the format, or @FILE's; a %{name} that is not one of curl's
+ * variables is written as nothing, with this warning (as curl does).
+ */
+static const char *
+write_out_format (const char *arg, char **allocated)
+{
+  const char *f = arg, *p, *end;
+
+  free (*allocated);
+  *allocated = NULL;
+  if (arg[0] == '@')
+    f = *allocated = read_format (arg + 1);
+  for (p = f; *p; p++) {
+    if (p[0] == '%' && p[1] == '%') {
+      p++;
+      continue;
+    }
+    end = strncmp (p, "%{", 2) == 0 ? strchr (p + 2, '}') : NULL;
+    if (end == NULL)
+      continue;
+    if (!write_out_known (p + 2, end - (p + 2)))
+      fprintf (stderr, "curlpipe: warning: -w: unknown variable "
+               "'%%{%.*s}', written as nothing\n", (int) (end - (p + 2)),
+               p + 2);
+    p = end;
+  }
+  return f;
+}
+
 enum {
   OPT_CACERT = 256, OPT_HTTP11, OPT_HTTP2, OPT_CONNECT_TIMEOUT,
   OPT_UNIX_SOCKET, OPT_CERT, OPT_KEY, OPT_NOPROXY, OPT_PROXY_USER,
@@ -263,6 +330,9 @@ bad_option (int argc, char *argv[])
   exit (EXIT_USAGE);
 }
 
+/* -w's format when read from a file. */
+static char *write_out_allocated;
+
 /* One option; false for one that getopt did not know. */
 static bool
 set_option (struct options *opt, int c, const char *arg)
@@ -291,7 +361,9 @@ set_option (struct options *opt, int c, const char *arg)
   case 'f': opt->fail = true; break;
   case 'o': opt->output = arg; break;
   case 'D': opt->dump_header = arg; break;
-  case 'w': opt->write_out = arg; break;
+  case 'w':
+    opt->write_out = write_out_format (arg, &write_out_allocated);
+    break;
   case 's': opt->silent = true; break;
   case OPT_NO_PROGRESS_METER: opt->silent = true; break;
   case 'v': opt->verbose = true; break;
@@ -391,6 +463,7 @@ main (int argc, char *argv[])
   curl_slist_free_all (opt.headers);
   curl_slist_free_all (opt.resolve);
   curl_slist_free_all (opt.connect_to);
+  free (write_out_allocated);
   curl_global_cleanup ();
   return status;
 }

@@ -11,7 +11,8 @@
  *   loop.c      the event loop: poll, libcurl's sockets and timer
  *   download.c  the header and write callbacks
  *   upload.c    the read callback
- *   status.c    the failure's message, the exit status, -w
+ *   status.c    the failure's message, the exit status
+ *   writeout.c  -w's report
  *   framing.c   the answer's chunked framing, and where it ends
  *   output.c    the answer's buffer and its writing
  *   progress.c  the progress line
@@ -98,6 +99,7 @@ struct pipe_state {
   struct timespec timer_set;
 
   curl_off_t sent, received;
+  long num_headers;             /* in the last answer, for -w */
   char in_error[128], out_error[128];
   char errbuf[CURL_ERROR_SIZE];
 
@@ -130,8 +132,10 @@ extern void check_upload_end (struct pipe_state *st);
  */
 extern void say (struct pipe_state *st, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
-extern void write_out (const struct pipe_state *st, int status);
 extern int exit_status (struct pipe_state *st, CURLcode result);
+
+/* writeout.c (write_out_known: curlpipe.h) */
+extern void write_out (const struct pipe_state *st, int status);
 
 /* framing.c */
 extern void refuse_framing (struct pipe_state *st, const char *why);

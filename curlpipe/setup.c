@@ -206,6 +206,10 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_DEBUGFUNCTION, debug_shown);
     SET (CURLOPT_DEBUGDATA, &printer);
   }
+  /* -w's %{certs} and %{num_certs} need libcurl to keep the chain. */
+  if (opt->write_out && (strstr (opt->write_out, "certs}") ||
+                         strstr (opt->write_out, "%{json}")))
+    SET (CURLOPT_CERTINFO, 1L);
   if (rc == CURLE_OK)
     rc = set_upload_size (st, e);
   if (rc != CURLE_OK) {

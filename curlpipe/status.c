@@ -3,7 +3,7 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * The transfer's outcome: why it failed (say, for main.c to print),
- * its exit status, and -w's report.
+ * and its exit status.
  */
 
 #include <config.h>
@@ -27,58 +27,6 @@ say (struct pipe_state *st, const char *fmt, ...)
   va_start (ap, fmt);
   vsnprintf (st->msg, st->msglen, fmt, ap);
   va_end (ap);
-}
-
-/* -w: curl's %{variable} names for what users of a streaming upload
- * check, and \n, \r, \t.  Printed to standard output after the answer.
- */
-void
-write_out (const struct pipe_state *st, int status)
-{
-  const char *p = st->opt->write_out, *end;
-  curl_off_t n;
-  long code = 0;
-  double secs = 0;
-  size_t len;
-
-  for (; *p; p++) {
-    if (*p == '\\' && p[1] && strchr ("nrt\\", p[1])) {
-      p++;
-      putchar (*p == 'n' ? '\n' : *p == 'r' ? '\r' : *p == 't' ? '\t' : '\\');
-      continue;
-    }
-    end = strncmp (p, "%{", 2) == 0 ? strchr (p, '}') : NULL;
-    if (end == NULL) {
-      putchar (*p);
-      continue;
-    }
-    p += 2;
-    len = end - p;
-#define IS(name) (len == strlen (name) && strncmp (p, name, len) == 0)
-    if (IS ("http_code") || IS ("response_code")) {
-      curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
-      printf ("%03ld", code);
-    }
-    else if (IS ("size_upload") || IS ("size_download")) {
-      curl_easy_getinfo (st->easy, IS ("size_upload")
-                         ? CURLINFO_SIZE_UPLOAD_T : CURLINFO_SIZE_DOWNLOAD_T,
-                         &n);
-      printf ("%" CURL_FORMAT_CURL_OFF_T, n);
-    }
-    else if (IS ("time_total")) {
-      curl_easy_getinfo (st->easy, CURLINFO_TOTAL_TIME, &secs);
-      printf ("%.6f", secs);
-    }
-    else if (IS ("exitcode"))
-      printf ("%d", status);
-    else if (IS ("url"))
-      printf ("%s", st->url);
-    else
-      printf ("%%{%.*s}", (int) len, p);
-#undef IS
-    p = end;
-  }
-  fflush (stdout);
 }
 
 /* libcurl quotes a proxy URL it cannot use, password and all. */

@@ -1,0 +1,400 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * -w FORMAT: curl 7.88's variables, written as curl writes them, once
+ * the transfer's exit status is final.  One row per variable; a row's
+ * value is written by one function, which %{name}, %{json} and the
+ * list of names main.c checks a format against all use.  The URLs
+ * (%{url}, %{url_effective}, %{redirect_url}) are shown as messages
+ * show them, without user name, password or query.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "curlpipe.h"
+#include "pipe.h"
+#include "secrets.h"
+
+enum shape {
+  NUMBER,                       /* a JSON number */
+  TEXT,                         /* a JSON string, null when absent */
+  CODE,                         /* an HTTP status, 3 digits */
+  SECONDS,                      /* a *_TIME_T, as seconds.micro */
+  SPECIAL,                      /* stdout, stderr, onerror, json... */
+};
+
+struct var {
+  const char *name;
+  enum shape shape;
+  CURLINFO info;                /* 0: computed in value () */
+};
+
+/* In curl's order, which is also %{json}'s. */
+static const struct var vars[] = {
+  { "certs", TEXT, 0 },
+  { "content_type", TEXT, CURLINFO_CONTENT_TYPE },
+  { "errormsg", TEXT, 0 },
+  { "exitcode", NUMBER, 0 },
+  { "filename_effective", TEXT, 0 },
+  { "ftp_entry_path", TEXT, 0 },
+  { "http_code", CODE, CURLINFO_RESPONSE_CODE },
+  { "http_connect", CODE, CURLINFO_HTTP_CONNECTCODE },
+  { "http_version", TEXT, 0 },
+  { "local_ip", TEXT, CURLINFO_LOCAL_IP },
+  { "local_port", NUMBER, CURLINFO_LOCAL_PORT },
+  { "method", TEXT, CURLINFO_EFFECTIVE_METHOD },
+  { "num_certs", NUMBER, 0 },
+  { "num_connects", NUMBER, CURLINFO_NUM_CONNECTS },
+  { "num_headers", NUMBER, 0 },
+  { "num_redirects", NUMBER, CURLINFO_REDIRECT_COUNT },
+  { "proxy_ssl_verify_result", NUMBER, CURLINFO_PROXY_SSL_VERIFYRESULT },
+  { "redirect_url", TEXT, 0 },
+  { "referer", TEXT, CURLINFO_REFERER },
+  { "remote_ip", TEXT, CURLINFO_PRIMARY_IP },
+  { "remote_port", NUMBER, CURLINFO_PRIMARY_PORT },
+  { "response_code", CODE, CURLINFO_RESPONSE_CODE },
+  { "scheme", TEXT, CURLINFO_SCHEME },
+  { "size_download", NUMBER, 0 },
+  { "size_header", NUMBER, CURLINFO_HEADER_SIZE },
+  { "size_request", NUMBER, CURLINFO_REQUEST_SIZE },
+  { "size_upload", NUMBER, 0 },
+  { "speed_download", NUMBER, CURLINFO_SPEED_DOWNLOAD_T },
+  { "speed_upload", NUMBER, CURLINFO_SPEED_UPLOAD_T },
+  { "ssl_verify_result", NUMBER, CURLINFO_SSL_VERIFYRESULT },
+  { "time_appconnect", SECONDS, CURLINFO_APPCONNECT_TIME_T },
+  { "time_connect", SECONDS, CURLINFO_CONNECT_TIME_T },
+  { "time_namelookup", SECONDS, CURLINFO_NAMELOOKUP_TIME_T },
+  { "time_pretransfer", SECONDS, CURLINFO_PRETRANSFER_TIME_T },
+  { "time_redirect", SECONDS, CURLINFO_REDIRECT_TIME_T },
+  { "time_starttransfer", SECONDS, CURLINFO_STARTTRANSFER_TIME_T },
+  { "time_total", SECONDS, CURLINFO_TOTAL_TIME_T },
+  { "url", TEXT, 0 },
+  { "url_effective", TEXT, 0 },
+  { "urlnum", NUMBER, 0 },
+  { "header_json", SPECIAL, 0 },
+  { "json", SPECIAL, 0 },
+  { "onerror", SPECIAL, 0 },
+  { "stderr", SPECIAL, 0 },
+  { "stdout", SPECIAL, 0 },
+};
+
+#define NVARS (sizeof vars / sizeof vars[0])
+
+static const struct var *
+find_var (const char *name, size_t len)
+{
+  size_t i;
+
+  for (i = 0; i < NVARS; i++)
+    if (strlen (vars[i].name) == len && strncmp (vars[i].name, name, len) == 0)
+      return &vars[i];
+  return NULL;
+}
+
+bool
+write_out_known (const char *name, size_t len)
+{
+  return find_var (name, len) != NULL;
+}
+
+/* JSON's string escapes. */
+static void
+put_json_string (FILE *fp, const char *s)
+{
+  putc ('"', fp);
+  for (; *s; s++) {
+    switch (*s) {
+    case '"': fputs ("\\\"", fp); break;
+    case '\\': fputs ("\\\\", fp); break;
+    case '\n': fputs ("\\n", fp); break;
+    case '\r': fputs ("\\r", fp); break;
+    case '\t': fputs ("\\t", fp); break;
+    case '\b': fputs ("\\b", fp); break;
+    case '\f': fputs ("\\f", fp); break;
+    default:
+      if ((unsigned char) *s < 0x20)
+        fprintf (fp, "\\u%04x", (unsigned char) *s);
+      else
+        putc (*s, fp);
+    }
+  }
+  putc ('"', fp);
+}
+
+/* A URL as messages show it: NULL when absent. */
+static char *
+masked (const char *url)
+{
+  return url && *url ? shown_url (url) : NULL;
+}
+
+/* The certificate chain (CURLOPT_CERTINFO, asked for by setup.c when
+ * the format names it): each field on its own line; NULL for none.
+ */
+static char *
+certs_text (const struct pipe_state *st, long *count)
+{
+  struct curl_certinfo *ci = NULL;
+  struct curl_slist *f;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *fp;
+  int i;
+
+  *count = 0;
+  if (curl_easy_getinfo (st->easy, CURLINFO_CERTINFO, &ci) != CURLE_OK ||
+      ci == NULL || ci->num_of_certs <= 0)
+    return NULL;
+  *count = ci->num_of_certs;
+  fp = open_memstream (&text, &len);
+  if (fp == NULL)
+    return NULL;
+  for (i = 0; i < ci->num_of_certs; i++)
+    for (f = ci->certinfo[i]; f != NULL; f = f->next)
+      fprintf (fp, "%s\n", f->data);
+  fclose (fp);
+  return text;
+}
+
+/* A row's value: *number for NUMBER, CODE and SECONDS (microseconds),
+ * else a string in *text (NULL: absent), which the caller frees.
+ */
+static void
+value (const struct pipe_state *st, int status, const struct var *v,
+       curl_off_t *number, char **text)
+{
+  const char *s = NULL;
+  long l = 0;
+  curl_off_t o = 0;
+
+  *number = 0;
+  *text = NULL;
+  if (v->info != 0) {
+    switch (v->info & CURLINFO_TYPEMASK) {
+    case CURLINFO_STRING:
+      if (curl_easy_getinfo (st->easy, v->info, &s) == CURLE_OK && s != NULL)
+        *text = strdup (s);
+      break;
+    case CURLINFO_LONG:
+      curl_easy_getinfo (st->easy, v->info, &l);
+      *number = l;
+      break;
+    case CURLINFO_OFF_T:
+      curl_easy_getinfo (st->easy, v->info, &o);
+      *number = o;
+      break;
+    }
+    return;
+  }
+  if (strcmp (v->name, "certs") == 0)
+    *text = certs_text (st, &l);
+  else if (strcmp (v->name, "num_certs") == 0) {
+    free (certs_text (st, &l));
+    *number = l;
+  }
+  else if (strcmp (v->name, "errormsg") == 0)
+    *text = status != 0 && st->msg[0] ? strdup (st->msg) : NULL;
+  else if (strcmp (v->name, "exitcode") == 0)
+    *number = status;
+  else if (strcmp (v->name, "filename_effective") == 0)
+    *text = st->opt->output && strcmp (st->opt->output, "-") != 0
+      ? strdup (st->opt->output) : NULL;
+  else if (strcmp (v->name, "http_version") == 0) {
+    curl_easy_getinfo (st->easy, CURLINFO_HTTP_VERSION, &l);
+    *text = strdup (l == CURL_HTTP_VERSION_1_0 ? "1"
+                    : l == CURL_HTTP_VERSION_1_1 ? "1.1"
+                    : l == CURL_HTTP_VERSION_2_0 ? "2"
+                    : l == CURL_HTTP_VERSION_3 ? "3" : "0");
+  }
+  else if (strcmp (v->name, "num_headers") == 0)
+    *number = st->num_headers;
+  else if (strcmp (v->name, "redirect_url") == 0) {
+    curl_easy_getinfo (st->easy, CURLINFO_REDIRECT_URL, &s);
+    *text = masked (s);
+  }
+  else if (strcmp (v->name, "size_download") == 0)
+    *number = st->received;
+  else if (strcmp (v->name, "size_upload") == 0)
+    *number = st->sent;
+  else if (strcmp (v->name, "url") == 0)
+    *text = strdup (st->url);
+  else if (strcmp (v->name, "url_effective") == 0) {
+    curl_easy_getinfo (st->easy, CURLINFO_EFFECTIVE_URL, &s);
+    *text = s ? masked (s) : strdup (st->url);
+  }
+}
+
+/* One variable as %{name} writes it (json: as %{json} does). */
+static void
+put_var (const struct pipe_state *st, int status, const struct var *v,
+         FILE *fp, bool json)
+{
+  curl_off_t n;
+  char *text;
+
+  value (st, status, v, &n, &text);
+  switch (v->shape) {
+  case NUMBER:
+    fprintf (fp, "%" CURL_FORMAT_CURL_OFF_T, n);
+    break;
+  case CODE:
+    fprintf (fp, json ? "%" CURL_FORMAT_CURL_OFF_T
+             : "%03" CURL_FORMAT_CURL_OFF_T, n);
+    break;
+  case SECONDS:
+    fprintf (fp, "%" CURL_FORMAT_CURL_OFF_T ".%06" CURL_FORMAT_CURL_OFF_T,
+             n / 1000000, n % 1000000);
+    break;
+  case TEXT:
+    if (json && text == NULL)
+      fputs (strcmp (v->name, "certs") == 0 ? "\"\"" : "null", fp);
+    else if (json)
+      put_json_string (fp, text);
+    else if (text)
+      fputs (text, fp);
+    break;
+  case SPECIAL:
+    break;
+  }
+  free (text);
+}
+
+static void
+put_json (const struct pipe_state *st, int status, FILE *fp)
+{
+  size_t i;
+
+  putc ('{', fp);
+  for (i = 0; i < NVARS && vars[i].shape != SPECIAL; i++) {
+    fprintf (fp, "\"%s\":", vars[i].name);
+    put_var (st, status, &vars[i], fp, true);
+    putc (',', fp);
+  }
+  fputs ("\"curl_version\":", fp);
+  put_json_string (fp, curl_version ());
+  putc ('}', fp);
+}
+
+/* %{header_json}: the last answer's headers, each name once (lower
+ * case, where it first came) with all its values, as curl writes them.
+ * libcurl's header iterator has one struct per handle, so the names are
+ * copied first and the values looked up after.
+ */
+static void
+put_header_json (const struct pipe_state *st, FILE *fp)
+{
+  struct curl_header *h, *each;
+  char **names = NULL, **more, *p;
+  size_t n = 0, i, j, k;
+
+  for (h = curl_easy_nextheader (st->easy, CURLH_HEADER, -1, NULL);
+       h != NULL; h = curl_easy_nextheader (st->easy, CURLH_HEADER, -1, h)) {
+    for (j = 0; j < n && strcasecmp (names[j], h->name) != 0; j++)
+      ;
+    if (j < n)
+      continue;
+    more = realloc (names, (n + 1) * sizeof *names);
+    if (more == NULL)
+      break;
+    names = more;
+    names[n] = strdup (h->name);
+    if (names[n] == NULL)
+      break;
+    n++;
+  }
+  putc ('{', fp);
+  for (i = 0; i < n; i++) {
+    fputs (i ? ",\n" : "", fp);
+    for (p = names[i]; *p; p++)
+      if (*p >= 'A' && *p <= 'Z')
+        *p += 'a' - 'A';
+    put_json_string (fp, names[i]);
+    fputs (":[", fp);
+    for (k = 0;
+         curl_easy_header (st->easy, names[i], k, CURLH_HEADER, -1, &each)
+           == CURLHE_OK; k++) {
+      fputs (k ? "," : "", fp);
+      put_json_string (fp, each->value);
+    }
+    putc (']', fp);
+    free (names[i]);
+  }
+  fputs ("\n}", fp);
+  free (names);
+}
+
+/* %header{name}: the last answer's header, trimmed, as curl shows it. */
+static void
+put_header (const struct pipe_state *st, const char *name, size_t len,
+            FILE *fp)
+{
+  struct curl_header *h;
+  char *n = strndup (name, len);
+
+  if (n != NULL &&
+      curl_easy_header (st->easy, n, 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
+    fputs (h->value, fp);
+  free (n);
+}
+
+/* The format, as curl reads it: %{name}, %header{name}, %%, and \n, \r,
+ * \t; anything else as it is.  An unknown %{name} writes nothing
+ * (main.c warned about it).
+ */
+void
+write_out (const struct pipe_state *st, int status)
+{
+  const char *p = st->opt->write_out, *end;
+  const struct var *v;
+  FILE *fp = stdout;
+
+  for (; *p; p++) {
+    if (*p == '\\' && p[1] && strchr ("nrt", p[1])) {
+      p++;
+      putc (*p == 'n' ? '\n' : *p == 'r' ? '\r' : '\t', fp);
+      continue;
+    }
+    if (*p == '%' && p[1] == '%') {
+      putc (*p++, fp);
+      continue;
+    }
+    if (*p == '%' && strncmp (p, "%header{", 8) == 0 &&
+        strchr (p + 8, '}') != NULL) {
+      end = strchr (p + 8, '}');
+      put_header (st, p + 8, end - (p + 8), fp);
+      p = end;
+      continue;
+    }
+    end = strncmp (p, "%{", 2) == 0 ? strchr (p + 2, '}') : NULL;
+    if (end == NULL) {
+      putc (*p, fp);
+      continue;
+    }
+    v = find_var (p + 2, end - (p + 2));
+    p = end;
+    if (v == NULL)
+      continue;
+    if (strcmp (v->name, "stdout") == 0 || strcmp (v->name, "stderr") == 0) {
+      fflush (fp);
+      fp = strcmp (v->name, "stdout") == 0 ? stdout : stderr;
+    }
+    else if (strcmp (v->name, "onerror") == 0) {
+      if (status == 0)
+        break;
+    }
+    else if (strcmp (v->name, "json") == 0)
+      put_json (st, status, fp);
+    else if (strcmp (v->name, "header_json") == 0)
+      put_header_json (st, fp);
+    else
+      put_var (st, status, v, fp, false);
+  }
+  fflush (stdout);
+  fflush (stderr);
+}
