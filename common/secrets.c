@@ -19,7 +19,7 @@
  * any name, may be a token (X-Api-Key, X-Auth-Token, a header-script's
  * output), so it is shown as "Name: ***".
  */
-static bool
+bool
 safe_request_header (const char *name, size_t len)
 {
   static const char *const safe[] = {

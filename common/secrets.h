@@ -12,6 +12,7 @@
 #ifndef COMMON_SECRETS_H
 #define COMMON_SECRETS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <curl/curl.h>
@@ -39,6 +40,12 @@ struct debug_printer {
 };
 extern int debug_shown (CURL *easy, curl_infotype type, char *data,
                         size_t size, void *printer);
+
+/* Does a request header of this name (len bytes) carry no secret?
+ * The few that carry none (Host, Range, Content-Length ...); any other
+ * may be a token.  curlpipe also blanks the others' values in argv.
+ */
+extern bool safe_request_header (const char *name, size_t len);
 
 /* url without user:password@, and with "?..." for its query (a
  * presigned URL's signature), for messages; NULL when out of memory.

@@ -27,24 +27,36 @@
 #define EXIT_NOMEM 27           /* CURLE_OUT_OF_MEMORY */
 
 struct options {
-  const char *url;
+  char *url;                    /* a copy: argv's has no password */
   const char *method;           /* NULL: PUT */
   struct curl_slist *headers;
-  const char *userpwd;
+  char *userpwd;                /* copies, blanked in argv (cmdline.c) */
+  char *bearer;                 /* --oauth2-bearer */
   bool insecure;
-  const char *cacert;
+  const char *cacert, *capath;
   const char *cert, *key;       /* client certificate */
   bool fail;
+  bool fail_with_body;          /* -f, but the error's body to output */
   const char *output;           /* NULL or "-": standard output */
   const char *dump_header;      /* -D FILE, "-" for standard output */
   const char *write_out;        /* -w FORMAT */
+  const char *trace;            /* --trace-ascii FILE, "-": stderr */
+  const char *referer;          /* -e */
+  const char *upload_name;      /* -T FILE */
+  bool remote_name;             /* -O */
+  bool data_binary;             /* --data-binary @- */
+  bool follow;                  /* -L */
+  long max_redirs;              /* --max-redirs, -1: none */
+  long expect100_ms;            /* with -L only; 0: libcurl's 1 s */
   bool silent;
   bool verbose;
   long http_version;
   long connect_timeout_ms;      /* 0: libcurl's default */
   long max_time_ms;             /* 0: none */
   const char *unix_socket;
-  const char *proxy, *noproxy, *proxy_userpwd;
+  char *proxy;                  /* a copy: argv's has no password */
+  const char *noproxy;
+  char *proxy_userpwd;
   struct curl_slist *resolve;   /* --resolve */
   struct curl_slist *connect_to;  /* --connect-to */
   curl_off_t limit_rate;        /* bytes per second, 0: none */
@@ -57,6 +69,13 @@ struct options {
  */
 extern int run_transfer (const struct options *opt, char *msg,
                          size_t msglen);
+
+/* cmdline.c: copies of arguments, blanked in argv where secret. */
+extern char *take_secret (char *arg);
+extern char *take_header (char *arg);
+extern char *take_url (char *arg);
+extern char *url_with_file_name (const char *url, const char *file);
+extern char *ask_password (const char *what, const char *user);
 
 /* Is name (len bytes) one of -w's %{variables}?  (writeout.c) */
 extern bool write_out_known (const char *name, size_t len);

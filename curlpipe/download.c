@@ -107,7 +107,7 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
   if (!st->body_started) {
     st->body_started = true;
     curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (st->opt->fail && code >= 400) {
+    if (st->opt->fail && !st->opt->fail_with_body && code >= 400) {
       /* -D -'s headers, already buffered, still go to stdout. */
       drain_output (st);
       io_open (&st->err_io, STDERR_FILENO, O_WRONLY);

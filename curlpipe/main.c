@@ -33,13 +33,23 @@ static const char usage_text[] =
   "  -X, --request METHOD     Request method (default PUT)\n"
   "  -H, --header 'NAME: V'   Extra request header (repeatable;\n"
   "                           'NAME;' sends it empty)\n"
-  "  -u, --user USER:PASSWORD Credentials (HTTP basic authentication)\n"
+  "  -u, --user USER[:PASSWORD]  Credentials (HTTP basic authentication;\n"
+  "                           no password: asked on the terminal)\n"
+  "      --oauth2-bearer TOKEN  Bearer token for the server\n"
   "  -A, --user-agent STRING  User-Agent (default curlpipe/VERSION)\n"
   "  -k, --insecure           Do not verify the server's certificate\n"
   "      --cacert FILE        CA certificates to verify the server with\n"
+  "      --capath DIR         Directory of CA certificates (hashed)\n"
   "      --cert FILE          Client certificate (PEM)\n"
   "      --key FILE           Its private key\n"
   "  -f, --fail               Exit 22 on HTTP >= 400; its body to stderr\n"
+  "      --fail-with-body     Exit 22 on HTTP >= 400; its body as usual\n"
+  "  -L, --location           Follow redirects (a stream is not sent twice)\n"
+  "      --max-redirs N       At most N redirects with -L (default 50)\n"
+  "  -e, --referer URL        Referer header (';auto' with -L)\n"
+  "      --url URL            The URL\n"
+  "      --data-binary @-|@FILE  POST standard input (or FILE)\n"
+  "  -O, --remote-name        Write the answer to the URL's file name\n"
   "  -o, --output FILE        Write the answer to FILE ('-': stdout)\n"
   "  -D, --dump-header FILE   Write the answer's headers to FILE\n"
   "  -w, --write-out FORMAT   Print FORMAT (curl's %{variables}, @FILE)\n"
@@ -47,6 +57,8 @@ static const char usage_text[] =
   "  -s, --silent             No progress line\n"
   "  -S, --show-error         Accepted: errors are always shown\n"
   "  -v, --verbose            Show the exchange's headers (no secrets)\n"
+  "      --trace-ascii FILE   The same to FILE ('-': stderr)\n"
+  "      --trace FILE         As --trace-ascii\n"
   "      --http1.1            Use HTTP/1.1\n"
   "      --http2              Use HTTP/2 where the server offers it\n"
   "      --connect-timeout S  Seconds allowed for connecting\n"
@@ -60,15 +72,21 @@ static const char usage_text[] =
   "      --limit-rate RATE    Bytes per second each way (K, M, G)\n"
   "      --upload-size N      Send Content-Length N, not chunked\n"
   "  -T, --upload-file -|.|FILE  Upload standard input (or FILE)\n"
-  "  -N, --no-buffer, --no-progress-meter, --expect100-timeout S\n"
+  "  -N, --no-buffer, --no-progress-meter, --expect100-timeout S,\n"
+  "  -#, --progress-bar, --compressed\n"
   "                           Accepted for curl's command lines\n"
+  "      --retry N, --retry-delay S, --retry-max-time S,\n"
+  "      --retry-connrefused, --retry-all-errors\n"
+  "                           Accepted; nothing is retried (a stream\n"
+  "                           cannot be sent twice)\n"
   "  -h, --help               This help\n"
   "  -V, --version            Version of curlpipe and libcurl\n"
   "\n"
   "Exit status: 0 success, 1 not http(s), 2 usage, 3 bad URL, 5 proxy\n"
   "not found, 6 host not found, 7 connect, 18 partial, 22 HTTP error with\n"
-  "-f, 23 write error, 26 read error, 28 timeout, 35 TLS, 56 recv error,\n"
-  "60 certificate, 61 transfer coding; else libcurl's code, as curl.\n";
+  "-f, 23 write error, 26 read error, 28 timeout, 35 TLS, 47 too many\n"
+  "redirects, 56 recv error, 60 certificate, 61 transfer coding, 65 body\n"
+  "not sent again; else libcurl's code, as curl.\n";
 
 static void usage_error (const char *fmt, ...)
   __attribute__ ((format (printf, 1, 2), noreturn));
@@ -167,9 +185,14 @@ append (struct curl_slist *list, const char *s)
  * body).
  */
 static void
-add_header (struct options *opt, const char *h)
+add_header (struct options *opt, char *arg)
 {
-  size_t name = strcspn (h, ":;");
+  char *h = take_header (arg);
+  size_t name;
+
+  if (h == NULL)
+    out_of_memory ();
+  name = strcspn (h, ":;");
 
   if (strpbrk (h, "\r\n") != NULL || name == 0 || h[name] == '\0' ||
       (h[name] == ';' && h[name + 1] != '\0'))
@@ -178,9 +201,24 @@ add_header (struct options *opt, const char *h)
       h[name] == ':') {
     opt->upload_size = parse_size ("-H Content-Length", h + 15 +
                                    strspn (h + 15, " \t"));
+    free (h);
     return;
   }
   opt->headers = append (opt->headers, h);
+  free (h);
+}
+
+static bool
+has_header (const struct options *opt, const char *name)
+{
+  const struct curl_slist *h;
+  size_t len = strlen (name);
+
+  for (h = opt->headers; h != NULL; h = h->next)
+    if (strncasecmp (h->data, name, len) == 0 &&
+        (h->data[len] == ':' || h->data[len] == ';'))
+      return true;
+  return false;
 }
 
 /* -T: curl's "-" and "." are standard input, which curlpipe always
@@ -275,10 +313,13 @@ enum {
   OPT_CACERT = 256, OPT_HTTP11, OPT_HTTP2, OPT_CONNECT_TIMEOUT,
   OPT_UNIX_SOCKET, OPT_CERT, OPT_KEY, OPT_NOPROXY, OPT_PROXY_USER,
   OPT_RESOLVE, OPT_CONNECT_TO, OPT_LIMIT_RATE, OPT_UPLOAD_SIZE,
-  OPT_NO_PROGRESS_METER, OPT_EXPECT100_TIMEOUT,
+  OPT_NO_PROGRESS_METER, OPT_EXPECT100_TIMEOUT, OPT_CAPATH,
+  OPT_FAIL_WITH_BODY, OPT_MAX_REDIRS, OPT_RETRY, OPT_RETRY_DELAY,
+  OPT_RETRY_MAX_TIME, OPT_RETRY_FLAG, OPT_DATA_BINARY, OPT_URL,
+  OPT_COMPRESSED, OPT_TRACE, OPT_OAUTH2_BEARER,
 };
 
-static const char short_options[] = "X:H:u:A:kfo:D:w:sSvm:x:T:NhV";
+static const char short_options[] = "X:H:u:A:kfo:D:w:sSvm:x:T:NhVLe:#O";
 
 static const struct option long_options[] = {
   { "request", required_argument, NULL, 'X' },
@@ -312,6 +353,24 @@ static const struct option long_options[] = {
   { "no-buffer", no_argument, NULL, 'N' },
   { "no-progress-meter", no_argument, NULL, OPT_NO_PROGRESS_METER },
   { "expect100-timeout", required_argument, NULL, OPT_EXPECT100_TIMEOUT },
+  { "capath", required_argument, NULL, OPT_CAPATH },
+  { "fail-with-body", no_argument, NULL, OPT_FAIL_WITH_BODY },
+  { "location", no_argument, NULL, 'L' },
+  { "max-redirs", required_argument, NULL, OPT_MAX_REDIRS },
+  { "retry", required_argument, NULL, OPT_RETRY },
+  { "retry-delay", required_argument, NULL, OPT_RETRY_DELAY },
+  { "retry-max-time", required_argument, NULL, OPT_RETRY_MAX_TIME },
+  { "retry-connrefused", no_argument, NULL, OPT_RETRY_FLAG },
+  { "retry-all-errors", no_argument, NULL, OPT_RETRY_FLAG },
+  { "data-binary", required_argument, NULL, OPT_DATA_BINARY },
+  { "url", required_argument, NULL, OPT_URL },
+  { "referer", required_argument, NULL, 'e' },
+  { "compressed", no_argument, NULL, OPT_COMPRESSED },
+  { "trace-ascii", required_argument, NULL, OPT_TRACE },
+  { "trace", required_argument, NULL, OPT_TRACE },
+  { "progress-bar", no_argument, NULL, '#' },
+  { "remote-name", no_argument, NULL, 'O' },
+  { "oauth2-bearer", required_argument, NULL, OPT_OAUTH2_BEARER },
   { "help", no_argument, NULL, 'h' },
   { "version", no_argument, NULL, 'V' },
   { NULL, 0, NULL, 0 },
@@ -334,8 +393,43 @@ bad_option (int argc, char *argv[])
 static char *write_out_allocated;
 
 /* One option; false for one that getopt did not know. */
+/* Copies of the arguments that argv no longer shows (cmdline.c). */
+static char *
+secret_copy (char *arg)
+{
+  char *copy = take_secret (arg);
+
+  if (copy == NULL)
+    out_of_memory ();
+  return copy;
+}
+
+static char *
+url_copy (char *arg)
+{
+  char *copy = take_url (arg);
+
+  if (copy == NULL)
+    out_of_memory ();
+  return copy;
+}
+
+/* A count: a whole number of at least 0 (-1 for --max-redirs). */
+static long
+parse_count (const char *opt, const char *s, long min)
+{
+  char *end;
+  long n;
+
+  errno = 0;
+  n = strtol (s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || n < min || n > 1000000)
+    usage_error ("%s '%s': not a count", opt, s);
+  return n;
+}
+
 static bool
-set_option (struct options *opt, int c, const char *arg)
+set_option (struct options *opt, int c, char *arg)
 {
   switch (c) {
   case 'X':
@@ -345,9 +439,8 @@ set_option (struct options *opt, int c, const char *arg)
     break;
   case 'H': add_header (opt, arg); break;
   case 'u':
-    if (strchr (arg, ':') == NULL)
-      usage_error ("-u needs USER:PASSWORD");
-    opt->userpwd = arg;
+    free (opt->userpwd);
+    opt->userpwd = secret_copy (arg);
     break;
   case 'A':
     if (strpbrk (arg, "\r\n") != NULL)
@@ -359,6 +452,7 @@ set_option (struct options *opt, int c, const char *arg)
   case OPT_CERT: opt->cert = arg; break;
   case OPT_KEY: opt->key = arg; break;
   case 'f': opt->fail = true; break;
+  case OPT_FAIL_WITH_BODY: opt->fail = opt->fail_with_body = true; break;
   case 'o': opt->output = arg; break;
   case 'D': opt->dump_header = arg; break;
   case 'w':
@@ -370,13 +464,55 @@ set_option (struct options *opt, int c, const char *arg)
   case OPT_HTTP11: opt->http_version = CURL_HTTP_VERSION_1_1; break;
   case OPT_HTTP2: opt->http_version = CURL_HTTP_VERSION_2_0; break;
   case OPT_CONNECT_TIMEOUT:
-    opt->connect_timeout_ms = parse_seconds ("--connect-timeout", arg, false);
+    opt->connect_timeout_ms = parse_seconds ("--connect-timeout", arg, true);
     break;
   case 'm': opt->max_time_ms = parse_seconds ("-m", arg, true); break;
   case OPT_UNIX_SOCKET: opt->unix_socket = arg; break;
-  case 'x': opt->proxy = arg; break;
+  case 'x':
+    free (opt->proxy);
+    opt->proxy = url_copy (arg);
+    break;
   case OPT_NOPROXY: opt->noproxy = arg; break;
-  case OPT_PROXY_USER: opt->proxy_userpwd = arg; break;
+  case OPT_PROXY_USER:
+    free (opt->proxy_userpwd);
+    opt->proxy_userpwd = secret_copy (arg);
+    break;
+  case OPT_OAUTH2_BEARER:
+    free (opt->bearer);
+    opt->bearer = secret_copy (arg);
+    break;
+  case OPT_URL:
+    free (opt->url);
+    opt->url = url_copy (arg);
+    break;
+  case OPT_CAPATH: opt->capath = arg; break;
+  case 'e': opt->referer = arg; break;
+  case 'L': opt->follow = true; break;
+  case OPT_MAX_REDIRS:
+    opt->max_redirs = parse_count ("--max-redirs", arg, -1);
+    break;
+  case OPT_TRACE: opt->trace = arg; break;
+  case 'O': opt->remote_name = true; break;
+  /* A body from a stream cannot be sent again: no retry is made (see
+   * the man page), but the values are checked as curl checks them.
+   */
+  case OPT_RETRY: parse_count ("--retry", arg, 0); break;
+  case OPT_RETRY_DELAY: parse_seconds ("--retry-delay", arg, true); break;
+  case OPT_RETRY_MAX_TIME:
+    parse_seconds ("--retry-max-time", arg, true);
+    break;
+  case OPT_RETRY_FLAG: break;
+  /* curl's --data-binary @-: the body from standard input, POST, and
+   * curl's Content-Type for -d unless -H gives one.  @FILE uploads
+   * FILE (without -T's file name on the URL).
+   */
+  case OPT_DATA_BINARY:
+    if (arg[0] != '@')
+      usage_error ("--data-binary '%s': only @- (standard input) or @FILE; "
+                   "the body is standard input", arg);
+    upload_file (arg + 1);
+    opt->data_binary = true;
+    break;
   case OPT_RESOLVE: opt->resolve = append (opt->resolve, arg); break;
   case OPT_CONNECT_TO: opt->connect_to = append (opt->connect_to, arg); break;
   case OPT_LIMIT_RATE:
@@ -385,13 +521,19 @@ set_option (struct options *opt, int c, const char *arg)
   case OPT_UPLOAD_SIZE:
     opt->upload_size = parse_size ("--upload-size", arg);
     break;
-  case 'T': upload_file (arg); break;
+  case 'T':
+    upload_file (arg);
+    if (strcmp (arg, "-") != 0 && strcmp (arg, ".") != 0)
+      opt->upload_name = arg;
+    break;
   /* What curlpipe does anyway: never buffer the answer, never wait for
-   * 100 Continue, always show errors.
+   * 100 Continue, always show errors, a progress line of its own;
+   * --compressed: the answer is asked for without compression, so it
+   * comes out as curl --compressed would write it.
    */
-  case 'N': case 'S': break;
+  case 'N': case 'S': case '#': case OPT_COMPRESSED: break;
   case OPT_EXPECT100_TIMEOUT:
-    parse_seconds ("--expect100-timeout", arg, true);
+    opt->expect100_ms = parse_seconds ("--expect100-timeout", arg, true);
     break;
   case 'h':
     fputs (usage_text, stdout);
@@ -403,6 +545,67 @@ set_option (struct options *opt, int c, const char *arg)
     return false;
   }
   return true;
+}
+
+/* -O's file: the last segment of the URL's path, as curl names it. */
+static char *remote_name;
+
+static const char *
+remote_file_name (const char *url)
+{
+  const char *host = strstr (url, "://") ? strstr (url, "://") + 3 : url;
+  size_t end = strcspn (host, "?#"), start = end;
+
+  while (start > 0 && host[start - 1] != '/')
+    start--;
+  if (start == 0 || start == end) {
+    fprintf (stderr, "curlpipe: -O: the URL has no file name to write "
+             "the answer to\n");
+    exit (EXIT_WRITE);
+  }
+  remote_name = strndup (host + start, end - start);
+  if (remote_name == NULL)
+    out_of_memory ();
+  return remote_name;
+}
+
+/* What options mean together, once all are known. */
+static void
+finish_options (struct options *opt)
+{
+  char *u;
+
+  /* -u USER: the password from the terminal (cmdline.c). */
+  if (opt->userpwd && strchr (opt->userpwd, ':') == NULL) {
+    u = ask_password ("host", opt->userpwd);
+    if (u == NULL)
+      out_of_memory ();
+    free (opt->userpwd);
+    opt->userpwd = u;
+  }
+  if (opt->proxy_userpwd && strchr (opt->proxy_userpwd, ':') == NULL) {
+    u = ask_password ("proxy", opt->proxy_userpwd);
+    if (u == NULL)
+      out_of_memory ();
+    free (opt->proxy_userpwd);
+    opt->proxy_userpwd = u;
+  }
+  if (opt->upload_name) {
+    u = url_with_file_name (opt->url, opt->upload_name);
+    if (u == NULL)
+      out_of_memory ();
+    free (opt->url);
+    opt->url = u;
+  }
+  if (opt->remote_name && opt->output == NULL)
+    opt->output = remote_file_name (opt->url);
+  if (opt->data_binary) {
+    if (opt->method == NULL)
+      opt->method = "POST";
+    if (!has_header (opt, "content-type"))
+      opt->headers = append (opt->headers, "Content-Type: "
+                             "application/x-www-form-urlencoded");
+  }
 }
 
 /* A closed standard descriptor would be reused by the next open, and
@@ -432,6 +635,7 @@ main (int argc, char *argv[])
 {
   struct options opt = {
     .http_version = CURL_HTTP_VERSION_NONE, .upload_size = -1,
+    .max_redirs = 50,             /* curl's default */
   };
   CURLcode rc;
   int c, status;
@@ -445,10 +649,14 @@ main (int argc, char *argv[])
     if (!set_option (&opt, c, optarg))
       bad_option (argc, argv);
   }
-  if (optind != argc - 1)
+  if (optind < argc && opt.url != NULL)
+    usage_error ("only one URL is allowed (--url gave one)");
+  if (optind < argc - 1 || (optind == argc && opt.url == NULL))
     usage_error ("%s", optind == argc ? "a URL is required"
                  : "only one URL is allowed");
-  opt.url = argv[optind];
+  if (opt.url == NULL)
+    opt.url = url_copy (argv[optind]);
+  finish_options (&opt);
   check_standard_fds (&opt);
 
   rc = curl_global_init (CURL_GLOBAL_DEFAULT);
@@ -464,6 +672,12 @@ main (int argc, char *argv[])
   curl_slist_free_all (opt.resolve);
   curl_slist_free_all (opt.connect_to);
   free (write_out_allocated);
+  free (opt.url);
+  free (opt.userpwd);
+  free (opt.proxy_userpwd);
+  free (opt.proxy);
+  free (opt.bearer);
+  free (remote_name);
   curl_global_cleanup ();
   return status;
 }

@@ -32,6 +32,7 @@
 #include <curl/curl.h>
 
 #include "curlpipe.h"
+#include "secrets.h"
 
 /* Bigger than libcurl's 64 KiB upload and 16 KiB download defaults:
  * fewer callbacks and system calls per byte in a bulk upload, and no
@@ -63,6 +64,9 @@ struct pipe_state {
   struct io in, out_io;         /* out_io.fd: -1 until -o FILE is opened */
   struct io err_io;             /* standard error, for -f's error body */
   FILE *header_file;            /* -D FILE, NULL for none or "-" */
+  FILE *trace_file;             /* --trace-ascii FILE, or NULL */
+  struct debug_printer trace_printer;
+  off_t in_start;               /* a regular file's offset at start */
 
   /* The answer's chunked framing, decoded here (see take_body). */
   bool chunked;

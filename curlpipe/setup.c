@@ -8,6 +8,7 @@
 
 #include <config.h>
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -26,6 +27,15 @@ static void
 print_debug (const char *line, void *opaque)
 {
   fprintf (stderr, "%s\n", line);
+}
+
+/* --trace-ascii FILE: the same lines in FILE ("-": standard error,
+ * standard output being the answer's).
+ */
+static void
+print_trace (const char *line, void *opaque)
+{
+  fprintf (opaque, "%s\n", line);
 }
 
 static const struct debug_printer printer = { print_debug, NULL };
@@ -51,8 +61,10 @@ ca_bundle (const struct options *opt)
 }
 
 /* The user's headers, then "Expect:" unless they gave one: waiting
- * for 100 Continue would hold every byte for up to a second.  False
- * when out of memory.
+ * for 100 Continue would hold every byte for up to a second.  With -L
+ * libcurl's "Expect: 100-continue" stays, as in curl: a server that
+ * redirects at once does so before the body goes, which a stream could
+ * not send again.  False when out of memory.
  */
 static bool
 request_headers (const struct options *opt, struct curl_slist **headers)
@@ -69,7 +81,7 @@ request_headers (const struct options *opt, struct curl_slist **headers)
   for (u = opt->headers; u != NULL; u = u->next)
     if (strncasecmp (u->data, "expect:", 7) == 0)
       break;
-  if (u == NULL) {
+  if (u == NULL && !opt->follow) {
     h = curl_slist_append (*headers, "Expect:");
     if (h == NULL)
       return false;
@@ -99,8 +111,12 @@ set_connection (const struct options *opt, CURL *e)
    */
   if (ca_bundle (opt))
     SET (CURLOPT_CAINFO, ca_bundle (opt));
-  if (opt->cacert == NULL && getenv ("SSL_CERT_DIR") != NULL)
+  if (opt->capath) {
+    SET (CURLOPT_CAPATH, opt->capath);
+  }
+  else if (opt->cacert == NULL && getenv ("SSL_CERT_DIR") != NULL) {
     SET (CURLOPT_CAPATH, getenv ("SSL_CERT_DIR"));
+  }
   if (opt->cert)
     SET (CURLOPT_SSLCERT, opt->cert);
   if (opt->key)
@@ -129,7 +145,7 @@ set_connection (const struct options *opt, CURL *e)
  * chunked bodies).
  */
 static CURLcode
-set_upload_size (const struct pipe_state *st, CURL *e)
+set_upload_size (struct pipe_state *st, CURL *e)
 {
   struct stat sb;
   off_t pos;
@@ -140,10 +156,53 @@ set_upload_size (const struct pipe_state *st, CURL *e)
   }
   else if (fstat (st->in.fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
     pos = lseek (st->in.fd, 0, SEEK_CUR);
+    st->in_start = pos;
     if (pos >= 0 && pos <= sb.st_size)
       SET (CURLOPT_INFILESIZE_LARGE, (curl_off_t) (sb.st_size - pos));
   }
   return rc;
+}
+
+/* -L to a redirect that needs the body again: libcurl asks to go back
+ * to its start.  A regular file can; a stream cannot replay what it
+ * has given, so the transfer fails with curl's exit status for that
+ * (65), unless nothing of it was read yet.
+ */
+static int
+seek_cb (void *opaque, curl_off_t offset, int origin)
+{
+  struct pipe_state *st = opaque;
+  struct stat sb;
+
+  if (origin != SEEK_SET || offset != 0)
+    return CURL_SEEKFUNC_CANTSEEK;
+  if (st->sent == 0 && st->held_len == 0)
+    return CURL_SEEKFUNC_OK;
+  if (fstat (st->in.fd, &sb) == 0 && S_ISREG (sb.st_mode) &&
+      lseek (st->in.fd, st->in_start, SEEK_SET) == st->in_start) {
+    st->sent = 0;
+    st->in_eof = false;
+    st->held_off = st->held_len = 0;
+    return CURL_SEEKFUNC_OK;
+  }
+  return CURL_SEEKFUNC_CANTSEEK;
+}
+
+/* --trace-ascii's file; false after recording the failure. */
+static bool
+open_trace (struct pipe_state *st)
+{
+  const char *name = st->opt->trace;
+
+  if (name == NULL)
+    return true;
+  st->trace_file = strcmp (name, "-") == 0 ? stderr : fopen (name, "we");
+  if (st->trace_file == NULL) {
+    say (st, "--trace-ascii %s: %s", name, strerror (errno));
+    return false;
+  }
+  st->trace_printer = (struct debug_printer) { print_trace, st->trace_file };
+  return true;
 }
 
 /* Options of the transfer; false after reporting a failure. */
@@ -158,6 +217,8 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     say (st, "out of memory");
     return false;
   }
+  if (!open_trace (st))
+    return false;
 
   SET (CURLOPT_URL, opt->url);
   SET (CURLOPT_ERRORBUFFER, st->errbuf);
@@ -175,6 +236,26 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   SET (CURLOPT_PROTOCOLS_STR, "http,https");
   if (opt->userpwd)
     SET (CURLOPT_USERPWD, opt->userpwd);
+  if (opt->bearer) {
+    SET (CURLOPT_XOAUTH2_BEARER, opt->bearer);
+    SET (CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+  }
+  if (opt->referer && strcmp (opt->referer, ";auto") != 0)
+    SET (CURLOPT_REFERER, opt->referer);
+  /* -L: a body read from a stream cannot be sent again, so a redirect
+   * that needs it again fails (see seek_cb); credentials stay with the
+   * first host, as in curl.
+   */
+  if (opt->follow) {
+    SET (CURLOPT_FOLLOWLOCATION, 1L);
+    SET (CURLOPT_MAXREDIRS, opt->max_redirs);
+    SET (CURLOPT_SEEKFUNCTION, seek_cb);
+    SET (CURLOPT_SEEKDATA, st);
+    if (opt->expect100_ms)
+      SET (CURLOPT_EXPECT_100_TIMEOUT_MS, opt->expect100_ms);
+    if (opt->referer && strstr (opt->referer, ";auto") != NULL)
+      SET (CURLOPT_AUTOREFERER, 1L);
+  }
   SET (CURLOPT_USERAGENT, opt->user_agent ? opt->user_agent
        : "curlpipe/" PACKAGE_VERSION);
   if (rc == CURLE_OK)
@@ -201,10 +282,10 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_TIMEOUT_MS, opt->max_time_ms);
   if (opt->unix_socket)
     SET (CURLOPT_UNIX_SOCKET_PATH, opt->unix_socket);
-  if (opt->verbose) {
+  if (opt->verbose || st->trace_file) {
     SET (CURLOPT_VERBOSE, 1L);
     SET (CURLOPT_DEBUGFUNCTION, debug_shown);
-    SET (CURLOPT_DEBUGDATA, &printer);
+    SET (CURLOPT_DEBUGDATA, st->trace_file ? &st->trace_printer : &printer);
   }
   /* -w's %{certs} and %{num_certs} need libcurl to keep the chain. */
   if (opt->write_out && (strstr (opt->write_out, "certs}") ||

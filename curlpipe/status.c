@@ -83,6 +83,11 @@ exit_status (struct pipe_state *st, CURLcode result)
    */
   if (result == CURLE_SEND_ERROR && answer_whole (st) == 1)
     result = CURLE_OK;
+  if (result == CURLE_SEND_FAIL_REWIND) {
+    say (st, "%s: -L: the redirect needs the body sent again, and "
+         "standard input (a stream) cannot replay it", st->url);
+    return result;
+  }
   if (result != CURLE_OK) {
     hide_proxy (st);
     /* The error buffer says more than curl_easy_strerror, when set. */

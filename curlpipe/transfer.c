@@ -105,6 +105,8 @@ close_files (struct pipe_state *st, int status)
   }
   io_close (&st->in);
   io_close (&st->err_io);
+  if (st->trace_file != NULL && st->trace_file != stderr)
+    fclose (st->trace_file);
   return status;
 }
 

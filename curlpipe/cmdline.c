@@ -1,0 +1,151 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * What main.c does with the command line beyond parsing it: secrets
+ * are copied and blanked in argv, as curl blanks -u's (a ProxyCommand
+ * runs for hours, and /proc/PID/cmdline is readable by every user);
+ * -T FILE's name goes on a URL that ends in '/', as curl puts it; and
+ * -u USER without a password asks for one on the terminal.  main.c
+ * prints every message.
+ */
+
+#include <config.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "curlpipe.h"
+#include "secrets.h"
+
+/* Spaces over len bytes of s: the argument keeps its length, as in
+ * curl, and ps shows where it was.
+ */
+static void
+blank (char *s, size_t len)
+{
+  memset (s, ' ', len);
+}
+
+char *
+take_secret (char *arg)
+{
+  char *copy = strdup (arg);
+
+  if (copy != NULL)
+    blank (arg, strlen (arg));
+  return copy;
+}
+
+/* -H: a header whose value may be a secret (any but the few that carry
+ * none, by the rule -v shows headers with) keeps its name in argv.
+ */
+char *
+take_header (char *arg)
+{
+  char *copy = strdup (arg);
+  size_t name = strcspn (arg, ":;");
+
+  if (copy != NULL && arg[name] == ':' && !safe_request_header (arg, name))
+    blank (arg + name + 1, strlen (arg + name + 1));
+  return copy;
+}
+
+/* A URL's password (scheme://user:PASSWORD@host...): all between the
+ * first ':' of the authority and the last '@' before the path, which
+ * also covers a password with an unencoded '/', '?' or '#'.
+ */
+char *
+take_url (char *arg)
+{
+  char *copy = strdup (arg);
+  char *auth = strstr (arg, "://"), *at, *colon;
+
+  if (copy == NULL || auth == NULL)
+    return copy;
+  auth += 3;
+  at = strrchr (auth, '@');
+  colon = strchr (auth, ':');
+  if (at != NULL && colon != NULL && colon < at)
+    blank (colon + 1, at - (colon + 1));
+  return copy;
+}
+
+/* -T FILE with a URL whose path is empty or ends in '/': curl uploads
+ * to the URL with FILE's base name (URL-encoded) put at the end of the
+ * path.  NULL when out of memory; else a new string (the URL unchanged
+ * when it names a file already).
+ */
+char *
+url_with_file_name (const char *url, const char *file)
+{
+  const char *scheme = strstr (url, "://");
+  const char *host = scheme ? scheme + 3 : url;
+  const char *path_end = host + strcspn (host, "?#");
+  const char *slash = memchr (host, '/', path_end - host);
+  const char *base = strrchr (file, '/');
+  char *escaped, *r = NULL;
+  bool need_slash;
+
+  base = base ? base + 1 : file;
+  if (*base == '\0' ||
+      (slash != NULL && path_end[-1] != '/'))
+    return strdup (url);
+  need_slash = slash == NULL;
+  escaped = curl_easy_escape (NULL, base, 0);
+  if (escaped == NULL)
+    return NULL;
+  if (asprintf (&r, "%.*s%s%s%s", (int) (path_end - url), url,
+                need_slash ? "/" : "", escaped, path_end) == -1)
+    r = NULL;
+  curl_free (escaped);
+  return r;
+}
+
+/* -u USER (no ':'): curl asks for the password on the terminal.
+ * Standard input is the body here, so the question goes to /dev/tty,
+ * without echo; with no terminal the password is empty.  Returns
+ * "USER:PASSWORD" (new), or NULL when out of memory.
+ */
+char *
+ask_password (const char *what, const char *user)
+{
+  struct termios old, quiet;
+  char pw[256] = "", *r = NULL, *nl;
+  bool echo_off;
+  FILE *tty;
+  int fd = open ("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+
+  if (fd >= 0) {
+    tty = fdopen (fd, "r+");
+    if (tty == NULL)
+      close (fd);
+    else {
+      echo_off = tcgetattr (fd, &old) == 0;
+      quiet = old;
+      quiet.c_lflag &= ~(ECHO | ECHONL);
+      quiet.c_lflag |= ICANON;
+      if (echo_off)
+        tcsetattr (fd, TCSAFLUSH, &quiet);
+      fprintf (tty, "Enter %s password for user '%s':", what, user);
+      fflush (tty);
+      if (fgets (pw, sizeof pw, tty) == NULL)
+        pw[0] = '\0';
+      nl = strchr (pw, '\n');
+      if (nl != NULL)
+        *nl = '\0';
+      if (echo_off)
+        tcsetattr (fd, TCSAFLUSH, &old);
+      fputc ('\n', tty);
+      fclose (tty);
+    }
+  }
+  if (asprintf (&r, "%s:%s", user, pw) == -1)
+    r = NULL;
+  memset (pw, 0, sizeof pw);
+  return r;
+}
