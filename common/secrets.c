@@ -210,6 +210,9 @@ show_debug (curl_infotype type, const char *data, size_t size,
   char buf[2048];
   size_t len, used, name;
   char dir;
+  bool first = true;            /* HEADER_OUT's request line */
+  static const char unparsed[] = "(a header line that does not parse, "
+    "not shown)";
 
   switch (type) {
   case CURLINFO_TEXT: dir = '*'; break;
@@ -235,11 +238,17 @@ show_debug (curl_infotype type, const char *data, size_t size,
       else if (name > 0)
         add_header (buf, sizeof buf, &used, data, len, name,
                     type == CURLINFO_HEADER_IN);
-      else if (type == CURLINFO_HEADER_OUT)
+      else if (type == CURLINFO_HEADER_OUT && first)
         add_without_query (buf, sizeof buf, &used, data, len);
+      else if (type == CURLINFO_HEADER_OUT)
+        /* "Name : value" and other lines a sender should not make: what
+         * is a name and what a secret cannot be told apart.
+         */
+        add (buf, sizeof buf, &used, unparsed, sizeof unparsed - 1);
       else
         add (buf, sizeof buf, &used, data, len);
       print (buf, opaque);
+      first = false;
     }
     while (len < size && data[len] != '\n')
       len++;

@@ -875,6 +875,29 @@ class ReplaceStarEtag(ReplaceAfter):
                 for k, v in super().validators()]
 
 
+class ReplaceHeadOnlyEtag(ReplaceIgnorePrecondition):
+    """HEAD answers with ETag and Last-Modified, GETs with Last-Modified
+    only; the object is replaced (If-Match ignored, as the GETs never
+    showed an ETag) and the new bytes come with no validators at all,
+    without the Last-Modified every GET carried until then."""
+
+    first = None
+
+    def validators(self):
+        if getattr(self, "snapshot", None):
+            return self.snapshot
+        vals = super().validators()
+        if self.command == "HEAD":
+            return vals
+        with count_lock:
+            if ReplaceHeadOnlyEtag.first is None:
+                ReplaceHeadOnlyEtag.first = vals
+            first = ReplaceHeadOnlyEtag.first
+        if vals != first:
+            return []
+        return [(k, v) for k, v in vals if k != "ETag"]
+
+
 class UnstableEtag(Handler):
     """Same bytes, but a different ETag in every answer (servers behind a
     load balancer that compute ETags per machine), and If-Match ignored."""
@@ -1221,6 +1244,7 @@ MODES = {
     "replace-after": ReplaceAfter,
     "replace-ignore-precondition": ReplaceIgnorePrecondition,
     "replace-star-etag": ReplaceStarEtag,
+    "replace-head-only-etag": ReplaceHeadOnlyEtag,
     "unstable-etag": UnstableEtag,
     "stale-416": Stale416,
     "always-416": type("Always416", (Stale416,), {"always": True}),

@@ -4,7 +4,8 @@
 # Apache mod_dav (partial PUT).
 #  (a) A script that prints "Content-Length: 0" (which would make every
 #      PUT send an empty body that the server takes) stops nbdkit at
-#      start-up with a message naming the line and the header.
+#      start-up with a message naming the line and the header; a line
+#      that is no header is named by its number only.
 #  (b) A renewal that prints it fails the write that ran it with EIO:
 #      no PUT leaves with the script's Content-Length, and the file on
 #      disk has the writes before the renewal only.
@@ -30,6 +31,15 @@ expect_nbdkit_fails a "$PLUGIN" "$url" \
 assert_grep_i "$tmp/a.err" "header-script" "output line 2" \
   "Content-Length" "sets it itself"
 grep -q '^PUT' "$tmp/dav-access.log" && fail "(a) a PUT reached Apache"
+
+# What stands before ':' or ';' on a line that is no header may be a
+# value: it is not printed.
+expect_nbdkit_fails a2 "$PLUGIN" "$url" \
+  'header-script=echo "session=s3cret-token; lang=en"'
+assert_grep_i "$tmp/a2.err" "header-script" "output line 1" "not a valid token"
+if grep -qF s3cret-token "$tmp/a2.err"; then
+  fail "(a) the line's value was printed"
+fi
 
 # (b) Iteration 0 is good; every later one adds Content-Length: 0.
 script='echo "X-Token: t$iteration"

@@ -293,38 +293,35 @@ is_token (const char *name, size_t len)
 
 /* Why the request header LINE (LEN bytes, from header= or a line of
  * header-script's output) may not be sent, or NULL if it may.  *NAME_LEN
- * is set to the length of its name, for messages, which never show the
- * value: it may be a token.  The forms are libcurl's: "Name: value", and
- * "Name;" for a header with an empty value.  A value with CR or LF would
- * smuggle a second header or a whole request into the stream, and a
- * line that starts with a blank would be folded into the previous
- * header on the wire.
+ * is set to the length of its name for messages, or 0 when the line
+ * has no valid name: what stands before a ':' may then be a value, and
+ * a value is never shown, as it may be a token.  The forms are
+ * libcurl's: "Name: value", and "Name;" for a header with an empty value
+ * (libcurl sends nothing for "Name; " with a blank).  A value with CR or
+ * LF would smuggle a second header or a whole request into the stream; a
+ * blank before the colon is refused by servers (RFC 9112 5.1), and a
+ * line that starts with one would be folded into the previous header.
  */
 const char *
 config_header_refused (const char *line, size_t len, int *name_len)
 {
-  size_t n = 0, i;
+  size_t n = 0;
 
   while (n < len && line[n] != ':' && line[n] != ';')
     n++;
-  *name_len = (int) n;
-  if (memchr (line, '\r', len) != NULL || memchr (line, '\n', len) != NULL) {
-    if (n == len)
-      *name_len = 0;
-    return "headers must not contain CR or LF";
-  }
-  if (n == len) {
-    *name_len = 0;              /* the whole line may be a token */
+  *name_len = 0;
+  if (memchr (line, '\0', len) != NULL)
+    return "headers must not contain NUL bytes";
+  if (n == len)
     return "expected 'Name: value' or 'Name;', got no ':'";
-  }
-  while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t'))
-    n--;
   if (!is_token (line, n))
-    return "the header name is empty or not a valid token";
-  if (line[*name_len] == ';')
-    for (i = *name_len + 1; i < len; i++)
-      if (line[i] != ' ' && line[i] != '\t')
-        return "a header with an empty value is 'Name;', with nothing after";
+    return "the header name is empty or not a valid token (no blanks "
+      "before the ':')";
+  *name_len = (int) n;
+  if (memchr (line, '\r', len) != NULL || memchr (line, '\n', len) != NULL)
+    return "headers must not contain CR or LF";
+  if (line[n] == ';' && n + 1 != len)
+    return "a header with an empty value is 'Name;', with nothing after";
   if (plugin_header (line, n))
     return "the plugin sets it itself (for the ranges it asks for, the "
       "validators it pins and the bodies it sends)";

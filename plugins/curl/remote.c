@@ -66,15 +66,13 @@ remote_serving (void)
   }
   pin.etag = object.etag;
   pin.last_modified = object.last_modified;
-  /* What the probe's own ranged GET carried, every read's answer must
-   * carry: the ETag, or without one the Last-Modified (a 206 need not
-   * carry Last-Modified where it has an ETag, RFC 9110 15.3.7).  A
+  /* Every validator the probe's own ranged GET carried, every read's
+   * answer must carry: the same server answers the same request.  A
    * validator only HEAD gave is compared where an answer has it, and
-   * the server checks the precondition.
+   * the server checks it if it is the precondition.
    */
-  pin.etag_required = object.etag[0] && object.etag_on_get;
-  pin.last_modified_required = object.etag[0] == '\0' &&
-    object.last_modified_on_get;
+  pin.etag_required = object.etag_on_get;
+  pin.last_modified_required = object.last_modified_on_get;
   if (object.etag[0] && strncmp (object.etag, "W/", 2) != 0)
     snprintf (pin_header, sizeof pin_header, "If-Match: %s", object.etag);
   else if (object.last_modified[0])
@@ -82,6 +80,15 @@ remote_serving (void)
               object.last_modified);
   pin.header = pin_header;
   pinned = true;
+  if (!pin_header[0] && !pin.etag_required) {
+    /* HEAD's weak ETag, and nothing on GET's answers: compared where an
+     * answer has one, which a replacement need not have.
+     */
+    nbdkit_debug ("%s: reads cannot be pinned: only HEAD gave a validator "
+                  "(a weak ETag, which cannot be sent in If-Match)",
+                  cfg.shown_url);
+    return;
+  }
   nbdkit_debug ("%s: reads pinned: %s%s answers must show ETag %s%s, "
                 "Last-Modified %s%s", cfg.shown_url,
                 pin_header[0] ? pin_header : "no precondition (weak ETag)",

@@ -408,6 +408,13 @@ judge_headers (const struct asked *q, const struct answer *a, char *why,
               a->cr_first, a->cr_last);
     return VERDICT_REFUSED;
   }
+  if (q->expect_total >= 0 && a->cr_total < 0) {
+    snprintf (why, size, "the server sent Content-Range bytes %" PRIu64
+              "-%" PRIu64 "/* (no total size), so the object's size of "
+              "%" PRIi64 " bytes cannot be checked", a->cr_first, a->cr_last,
+              q->expect_total);
+    return VERDICT_REFUSED;
+  }
   if (q->expect_total >= 0 && a->cr_total != q->expect_total) {
     snprintf (why, size, "the object at the URL changed since it was "
               "opened: its size was %" PRIi64 ", now %" PRIi64,
