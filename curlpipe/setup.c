@@ -151,12 +151,13 @@ set_upload_size (struct pipe_state *st, CURL *e)
   off_t pos;
   CURLcode rc = CURLE_OK;
 
+  /* Where -L's seek_cb goes back to in a regular file. */
+  st->in_start = lseek (st->in.fd, 0, SEEK_CUR);
   if (st->opt->upload_size >= 0) {
     SET (CURLOPT_INFILESIZE_LARGE, st->opt->upload_size);
   }
   else if (fstat (st->in.fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
     pos = lseek (st->in.fd, 0, SEEK_CUR);
-    st->in_start = pos;
     if (pos >= 0 && pos <= sb.st_size)
       SET (CURLOPT_INFILESIZE_LARGE, (curl_off_t) (sb.st_size - pos));
   }
