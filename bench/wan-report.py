@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 # bench/wan's report: the tables, wan-summary.csv, the PASS/FAIL lines
-# and a gnuplot script for wan.png, from wan.csv.
+# and gnuplot scripts for wan.png (served exports) and wan-start.png
+# (whole process, nbdkit's start included), from wan.csv.
 #
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 #
@@ -22,7 +23,29 @@ DESC = {
              "group_reporting  (IOPS)",
 }
 # NBD connections and queue depth per connection of the fio scenarios.
-FIO = {"rand1": (1, 64), "rand4": (4, 16)}
+FIO = {"rand1": (1, 64), "rand4": (4, 16), "redir-rand1": (1, 64)}
+# Whole-process rows (seconds from launching nbdkit ... --run CLIENT to
+# its exit) and the served rows through the redirect.
+START_DESC = {
+    "first": "first 4 KiB read (first-read client); curl -r 0-4095",
+    "whole-nbdcopy": 'nbdcopy "$uri" null:; curl: whole GET',
+    "whole-qemu": "qemu-img convert to null-co; curl: its whole GET "
+                  "(under whole-nbdcopy)",
+    "redir-first": "first 4 KiB read through the redirect; "
+                   "curl -L -r 0-4095",
+    "redir-nbdcopy": "nbdcopy through the redirect; curl -L whole GET",
+    "redir-qemu": "qemu-img convert through the redirect; curl -L "
+                  "(under redir-nbdcopy)",
+}
+SERVED_REDIR_DESC = {
+    "redir-rand1": "served export through the redirect: fio randread "
+                   "4 KiB, 1 job QD64  (IOPS)",
+    "redir-seq64k": "served export through the redirect: fio read "
+                    "64 KiB, 1 job QD1  (MiB/s)",
+}
+# The curl reference of a row when it is timed under another.
+CURL_UNDER = {"qemu": "seq", "whole-qemu": "whole-nbdcopy",
+              "redir-qemu": "redir-nbdcopy"}
 
 
 def main():
@@ -34,19 +57,32 @@ def main():
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--rate-mbit", type=float, default=1000)
     ap.add_argument("--label", action="append", default=[])
+    ap.add_argument("--size-mib", type=float, default=0)
     a = ap.parse_args()
     labels = dict(l.split("=", 1) for l in a.label)
 
     samples = {}   # (rtt, transport, scenario, contender) -> [values]
     bad = {}       # same key -> {status: n}
+    counts = {}    # same key -> {"front": [n], "origin": [n]}
+    overhead = {}  # client -> [seconds] (nbdkit null --run CLIENT)
     cells = []
     with open(a.raw) as f:
         for row in csv.DictReader(f):
+            if row["scenario"] == "client-overhead":
+                if row["status"] == "ok":
+                    overhead.setdefault(row["contender"], []).append(
+                        float(row["value"]))
+                continue
             cell = (int(row["rtt"]), row["transport"])
             if cell not in cells:
                 cells.append(cell)
             k = cell + (row["scenario"], row["contender"])
             samples.setdefault(k, [])
+            for col, name in (("front_req", "front"),
+                              ("origin_req", "origin")):
+                if row.get(col):
+                    counts.setdefault(k, {}).setdefault(name, []).append(
+                        int(row[col]))
             if row["status"] == "ok":
                 samples[k].append(float(row["value"]))
             else:
@@ -54,10 +90,10 @@ def main():
                 bad[k][row["status"]] += 1
 
     def key(cell, sc, c):
-        # curl and aria2c are timed once per round (under seq) and are
-        # the references of qemu too.
-        if sc == "qemu" and c in ("curl", "aria2c"):
-            sc = "seq"
+        # curl and aria2c are timed once per round (under seq, or the
+        # whole-process copy) and are the references of qemu too.
+        if sc in CURL_UNDER and c in ("curl", "aria2c"):
+            sc = CURL_UNDER[sc]
         return cell + (sc, c)
 
     def stats(cell, sc, c):
@@ -99,6 +135,8 @@ def main():
 
     rows = []
     refs = ["curl", "aria2c", "plugin", "upstream", "debian"]
+    start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
+               med, lines, rows)
     for cell in cells:
         for sc in ("seq", "qemu", "rand1", "rand4"):
             present = [c for c in ORDER if key(cell, sc, c) in samples]
@@ -131,7 +169,7 @@ def main():
                                                       note))
                     rows.append([cell[0], cell[1], sc, c,
                                  "IOPS" if rand else "MiB/s", 0] +
-                                [""] * 10)
+                                [""] * 12)
                     continue
                 m, lo, hi, n = st
                 rs = [ratio(cell, sc, c, ref) for ref in refs]
@@ -151,7 +189,7 @@ def main():
                              "%.2f" % m, "%.2f" % lo, "%.2f" % hi] +
                             ["%.3f" % r if r is not None else "" for r in rs] +
                             ["%.1f" % ceil if ceil else "",
-                             "%.3f" % rc if rc is not None else ""])
+                             "%.3f" % rc if rc is not None else "", "", ""])
         rc_rows = []
         for c in ("plugin", "upstream"):
             r_ = samples.get(cell + ("rss", c))
@@ -167,7 +205,7 @@ def main():
                 if v_:
                     rows.append([cell[0], cell[1], sc_, c, u_, len(v_),
                                  "%g" % max(v_), "%g" % min(v_),
-                                 "%g" % max(v_)] + [""] * 7)
+                                 "%g" % max(v_)] + [""] * 9)
         if rc_rows:
             lines.append("")
             lines.append("== RTT %d ms, %s: one untimed nbdcopy, default "
@@ -180,7 +218,8 @@ def main():
         w.writerow(["rtt_ms", "transport", "scenario", "contender", "unit",
                     "n", "median", "min", "max", "ratio_curl",
                     "ratio_aria2c", "ratio_plugin", "ratio_upstream",
-                    "ratio_debian", "ceiling_iops", "ratio_ceiling"])
+                    "ratio_debian", "ceiling_iops", "ratio_ceiling",
+                    "front_req_median", "origin_req_median"])
         w.writerows(rows)
 
     # Targets.
@@ -228,10 +267,12 @@ def main():
             target("%s TCP connections <= connections=%d" % (cn, a.conn_limit),
                    max(v) if v else None, "<=", a.conn_limit, fmtv="%g")
 
+    start_targets(a, cells, samples, counts, key, med, target)
+
     lines.append("")
     lines.append("Targets (DESIGN.md, Performance budget; medians):")
     for st, name, detail in results:
-        lines.append("%-4s  %-52s %s" % (st, name, detail))
+        lines.append("%-4s  %-60s %s" % (st, name, detail))
     npass = sum(1 for r in results if r[0] == "PASS")
     nfail = len(results) - npass
     lines.append("targets: %d PASS, %d FAIL" % (npass, nfail))
@@ -242,7 +283,269 @@ def main():
         f.write(text)
 
     write_chart(a, labels, cells, med, npass, nfail, line_mibs)
+    write_start_chart(a, labels, cells, med, npass, nfail)
     return 1 if nfail else 0
+
+
+def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
+               med, lines, rows):
+    """The whole-process tables (nbdkit's start included) and the served
+    rows through the redirect, with the requests each server saw."""
+    if overhead:
+        m = {c: statistics.median(v) for c, v in overhead.items()}
+        base = m.get("none")
+        parts = []
+        for c in ("none", "first-read", "nbdsh"):
+            if c in m:
+                extra = ""
+                if base is not None and c != "none":
+                    extra = " (+%.1f ms)" % ((m[c] - base) * 1000)
+                parts.append("%s %.1f ms%s" % (
+                    "nbdkit alone (--run true)" if c == "none" else c,
+                    m[c] * 1000, extra))
+            rows.append([0, "-", "client-overhead", c, "s",
+                         len(overhead.get(c, [])),
+                         "%.4f" % m[c] if c in m else ""] + [""] * 11)
+        lines.append("")
+        lines.append("Client overhead, nbdkit -r -U - null 1M --run CLIENT "
+                     "(no network; medians of 5):")
+        lines.append("  " + "; ".join(parts))
+
+    def cnt(k, name):
+        v = counts.get(k, {}).get(name)
+        if not v:
+            return None
+        return statistics.median(v), max(v)
+
+    def fmt_cnt(c_):
+        if c_ is None:
+            return "-"
+        m, hi = c_
+        return ("%g" % m) if m == hi else "%g (max %g)" % (m, hi)
+
+    for cell in cells:
+        for sc in list(START_DESC) + list(SERVED_REDIR_DESC):
+            present = [c for c in ORDER if key(cell, sc, c) in samples]
+            if not any(cell + (sc, c) in samples for c in ORDER):
+                continue
+            served = sc in SERVED_REDIR_DESC
+            first = sc.endswith("first")
+            lines.append("")
+            if served:
+                lines.append("== RTT %d ms, %s, %s: %s" % (
+                    cell[0], cell[1], sc, SERVED_REDIR_DESC[sc]))
+            else:
+                lines.append("== RTT %d ms, %s, %s: WHOLE PROCESS, "
+                             "nbdkit's start included: %s" % (
+                                 cell[0], cell[1], sc, START_DESC[sc]))
+            unit = ("IOPS" if sc == "redir-rand1" else
+                    "MiB/s" if served else "ms" if first else "s")
+            lines.append("%-24s %2s %9s %9s %9s %7s %7s %7s %7s %7s  %s" % (
+                "contender", "n", "median", "min", "max",
+                "MiB/s" if not first and not served else "",
+                "/curl", "/upstr", "/debian",
+                "/ceil" if sc == "redir-rand1" else "",
+                "requests: front, origin"))
+            for c in present:
+                k = key(cell, sc, c)
+                st = stats(cell, sc, c)
+                name = labels.get(c, c)
+                if sc in CURL_UNDER and c == "curl":
+                    name += " (%s)" % CURL_UNDER[sc]
+                note = ""
+                b = bad.get(k)
+                if b:
+                    note = "  (" + ", ".join(
+                        "%d %s" % (n, s_) for s_, n in sorted(b.items())) + ")"
+                front, origin = cnt(k, "front"), cnt(k, "origin")
+                reqs = "%s, %s" % (fmt_cnt(front), fmt_cnt(origin))
+                if not st:
+                    lines.append("%-24s %2d %9s  %s%s" % (name, 0, "no data",
+                                                         reqs, note))
+                    continue
+                m, lo, hi, n = st
+
+                def r_(ref):
+                    y = med(cell, sc, ref)
+                    if y is None or c == ref or not m:
+                        return None
+                    # Times: the reference's over ours (>1 = faster).
+                    return m / y if served else y / m
+                rs = [r_(ref) for ref in ("curl", "upstream", "debian")]
+                ceil = rc = None
+                if sc == "redir-rand1":
+                    ceil = ceiling_of(cell, sc, c, a.threads)
+                    rc = m / ceil
+                scale = 1000.0 if first else 1.0
+                f = "%.0f" if sc == "redir-rand1" else "%.1f" if (
+                    served or first) else "%.2f"
+                mibs = ("%.1f" % (a.size_mib / m)) if (
+                    not first and not served and a.size_mib) else ""
+                lines.append("%-24s %2d %9s %9s %9s %7s %s %7s  %s%s" % (
+                    name, n, f % (m * scale), f % (lo * scale),
+                    f % (hi * scale), mibs,
+                    " ".join("%7s" % ("%.2fx" % x if x is not None else "-")
+                             for x in rs),
+                    "%.2fx" % rc if rc is not None else "", reqs, note))
+                rows.append([cell[0], cell[1], sc, c,
+                             "IOPS" if sc == "redir-rand1" else
+                             "MiB/s" if served else "s", n,
+                             "%.4f" % m, "%.4f" % lo, "%.4f" % hi,
+                             "%.3f" % rs[0] if rs[0] is not None else "",
+                             "", "",
+                             "%.3f" % rs[1] if rs[1] is not None else "",
+                             "%.3f" % rs[2] if rs[2] is not None else "",
+                             "%.1f" % ceil if ceil else "",
+                             "%.3f" % rc if rc is not None else "",
+                             "%g" % front[0] if front else "",
+                             "%g" % origin[0] if origin else ""])
+
+
+def ceiling_of(cell, sc, c, threads):
+    conns, qd = FIO[sc]
+    t = 64 if c == "plugin-t64" else threads
+    return conns * min(t, qd) * 1000.0 / cell[0]
+
+
+def start_targets(a, cells, samples, counts, key, med, target):
+    """issue 19's targets: what the user waits for from nbdkit's start."""
+    for cell in cells:
+        cn = "%d ms %s" % cell
+        half = cell[0] / 2000.0
+        for sc in ("first", "redir-first"):
+            p = med(cell, sc, "plugin")
+            if cell + (sc, "plugin") not in samples:
+                continue
+            cu = med(cell, sc, "curl")
+            if key(cell, sc, "curl") in samples:
+                target("%s %s <= curl + RTT/2 (%.0f ms)" % (
+                    cn, sc, (cu + half) * 1000 if cu else 0),
+                    p * 1000 if p is not None else None, "<=",
+                    (cu + half) * 1000 if cu is not None else float("nan"),
+                    fmtv="%.1f ms")
+            if cell + (sc, "upstream") in samples:
+                u = med(cell, sc, "upstream")
+                target("%s %s ahead of upstream (time ratio)" % (cn, sc),
+                       u / p if p and u else None, ">", 1.0)
+        for sc in ("whole-nbdcopy", "whole-qemu", "redir-nbdcopy",
+                   "redir-qemu"):
+            if cell + (sc, "plugin") not in samples:
+                continue
+            p = med(cell, sc, "plugin")
+            if key(cell, sc, "curl") in samples:
+                cu = med(cell, sc, "curl")
+                target("%s %s >= 0.9x curl%s whole GET" % (
+                    cn, sc, " -L" if sc.startswith("redir") else ""),
+                    cu / p if p and cu else None, ">=", 0.9)
+            if cell + (sc, "upstream") in samples:
+                u = med(cell, sc, "upstream")
+                target("%s %s ahead of upstream" % (cn, sc),
+                       u / p if p and u else None, ">", 1.0)
+        # The redirect's price: no more than curl's (curl -L minus curl)
+        # plus half a round trip.
+        for d, r, cd, cr in (("first", "redir-first", "first", "redir-first"),
+                             ("whole-nbdcopy", "redir-nbdcopy",
+                              "whole-nbdcopy", "redir-nbdcopy"),
+                             ("whole-qemu", "redir-qemu",
+                              "whole-nbdcopy", "redir-nbdcopy")):
+            if (cell + (d, "plugin") not in samples or
+                    cell + (r, "plugin") not in samples):
+                continue
+            pd, pr = med(cell, d, "plugin"), med(cell, r, "plugin")
+            ccd, ccr = med(cell, cd, "curl"), med(cell, cr, "curl")
+            if None in (pd, pr, ccd, ccr):
+                target("%s %s - %s <= (curl -L - curl) + RTT/2" % (cn, r, d),
+                       None, "<=", 0)
+                continue
+            limit = max(ccr - ccd, 0.0) + half
+            target("%s %s - %s <= (curl -L - curl) + RTT/2" % (cn, r, d),
+                   (pr - pd) * 1000, "<=", limit * 1000, fmtv="%.1f ms")
+        if cell + ("redir-rand1", "plugin") in samples:
+            m = med(cell, "redir-rand1", "plugin")
+            ceil = ceiling_of(cell, "redir-rand1", "plugin", a.threads)
+            target("%s redir-rand1 >= 0.9x ceiling %.0f IOPS" % (cn, ceil),
+                   m / ceil if m is not None else None, ">=", 0.9)
+        for sc in ("redir-nbdcopy", "redir-qemu"):
+            v = counts.get(cell + (sc, "plugin"), {}).get("front")
+            if cell + (sc, "plugin") not in samples:
+                continue
+            target("%s %s redirects answered <= connections=%d" % (
+                cn, sc, a.conn_limit), max(v) if v else None, "<=",
+                a.conn_limit, fmtv="%g")
+
+
+def write_start_chart(a, labels, cells, med, npass, nfail):
+    """wan-start.dat and wan-start.gp: the whole-process rows against RTT,
+    direct (solid) and through the redirect (dashed), one panel each for
+    the first read, nbdcopy and qemu-img."""
+    gp = os.path.join(a.out, "wan-start.gp")
+    transports = []
+    for c in cells:
+        if c[1] not in transports:
+            transports.append(c[1])
+    rtts = sorted(set(c[0] for c in cells))
+    series = []   # (panel, scenario, contender, transport, [(rtt, v)])
+    panels = (("first", ("first", "redir-first"), 1000.0),
+              ("nbdcopy", ("whole-nbdcopy", "redir-nbdcopy"), 1.0),
+              ("qemu", ("whole-qemu", "redir-qemu"), 1.0))
+    for panel, scs, scale in panels:
+        for sc in scs:
+            for c in ["plugin", "upstream", "debian", "curl"]:
+                for t in transports:
+                    src = CURL_UNDER.get(sc, sc) if c == "curl" else sc
+                    pts = [(r, med((r, t), src, c)) for r in rtts
+                           if (r, t) in cells]
+                    pts = [(r, v * scale) for r, v in pts if v is not None]
+                    if pts:
+                        series.append((panel, sc, c, t, pts))
+    if not series:
+        if os.path.exists(gp):
+            os.remove(gp)
+        return
+    with open(os.path.join(a.out, "wan-start.dat"), "w") as f:
+        for i, (panel, sc, c, t, pts) in enumerate(series):
+            f.write("# %d %s %s %s\n" % (i, sc, c, t))
+            for r, v in pts:
+                f.write("%d %.4f\n" % (r, v))
+            f.write("\n\n")
+    colors = {"plugin": "#1f77b4", "upstream": "#ff7f0e",
+              "debian": "#d62728", "curl": "#2ca02c"}
+    points = {"http": 7, "https": 5, "https1": 9}
+    g = ['set terminal pngcairo size 1800,620 font "DejaVu Sans,11"',
+         'set output "wan-start.png"',
+         "set multiplot layout 1,3 title \"Whole process, nbdkit's start "
+         "included (solid: direct, dashed: through a 302 to another "
+         "origin; lower is better): targets %d PASS, %d FAIL\" "
+         "font \",13\"" % (npass, nfail),
+         "set grid",
+         'set xlabel "RTT (ms)"',
+         "set logscale y 2",
+         "set xtics (%s)" % ", ".join('"%d" %d' % (r, r) for r in rtts),
+         "set xrange [%g:%g]" % (min(rtts) * 0.8 - 5, max(rtts) * 1.1 + 5),
+         "set key top left font \",8\""]
+    titles = {"first": ("first 4 KiB read (curl -r 0-4095)", "ms"),
+              "nbdcopy": ("nbdcopy null: (curl: whole GET)", "s"),
+              "qemu": ("qemu-img convert null-co (curl: whole GET)", "s")}
+    for panel, _, _ in panels:
+        parts = []
+        for i, (p, sc, c, t, pts) in enumerate(series):
+            if p != panel:
+                continue
+            redir = sc.startswith("redir")
+            parts.append('"wan-start.dat" index %d using 1:2 with '
+                         'linespoints lw 2 pt %d dt %d lc rgb "%s" '
+                         'title "%s, %s%s"' % (
+                             i, points.get(t, 7), 2 if redir else 1,
+                             colors[c], labels.get(c, c), t,
+                             ", redirect" if redir else ""))
+        if not parts:
+            continue
+        g.append('set title "%s"' % titles[panel][0])
+        g.append('set ylabel "%s (median)"' % titles[panel][1])
+        g.append("plot " + ", \\\n  ".join(parts))
+    g.append("unset multiplot")
+    with open(gp, "w") as f:
+        f.write("\n".join(g) + "\n")
 
 
 def write_chart(a, labels, cells, med, npass, nfail, line_mibs):
