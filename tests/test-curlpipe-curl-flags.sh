@@ -57,11 +57,21 @@ curlpipe -sS -L -T - "http://127.0.0.1:$port/moved" <"$tmp/body" \
 [ "$st" -eq 0 ] && cmp -s "$tmp/body" "$tmp/www/moved.img" ||
   problem "-L from a file: exit status $st: $(cat "$tmp/err")"
 rm -f "$tmp/www/moved.img"
+# From a pipe the body cannot be sent twice.  nginx may answer "100
+# Continue" before its 307 (it does when it discards a body), and then
+# whether any of the body left before the 307 came is a matter of
+# timing: curl itself then fails with 65.  Either the upload arrives
+# whole at the new location, or curlpipe exits 65 saying why; never
+# anything else.
 st=0
 cat "$tmp/body" | curlpipe -sS -L "http://127.0.0.1:$port/moved" \
   2>"$tmp/err" || st=$?
-[ "$st" -eq 0 ] && cmp -s "$tmp/body" "$tmp/www/moved.img" ||
+if [ "$st" -eq 0 ]; then
+  cmp -s "$tmp/body" "$tmp/www/moved.img" ||
+    problem "-L from a pipe: exit 0 but the upload differs"
+elif [ "$st" -ne 65 ] || ! grep -q 'cannot replay' "$tmp/err"; then
   problem "-L from a pipe: exit status $st: $(cat "$tmp/err")"
+fi
 st=0
 curlpipe -sS -L --max-redirs 0 "http://127.0.0.1:$port/moved" \
   <"$tmp/body" 2>"$tmp/err" || st=$?
