@@ -45,6 +45,16 @@ def log(line):
         log_file.flush()
 
 
+# The plugin's probe asks for the object's first 8 KiB (FIRST_BYTES in
+# plugins/curl/curldefs.h); its warm-ups and the check after a write ask
+# for one byte.  Modes that fault the reads answer these correctly.
+PROBE_BYTES = 8192
+
+
+def probe_range(start, end):
+    return end == start or (start == 0 and end < PROBE_BYTES)
+
+
 def parse_range(value, size):
     """Parse a single 'bytes=A-B' range.  Returns (start, end) inclusive,
     None when absent or unparsable (serve the whole object, as RFC 9110
@@ -189,10 +199,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 ("ETag", '"%x-%x"' % (st.st_size, st.st_mtime_ns))]
 
     def nth_get(self, start, end):
-        """Count ranged GETs of more than one byte (the size probe asks
-        for one); returns this one's number from 1, or 0 for others."""
+        """Count ranged GETs that are not the probe's (probe_range);
+        returns this one's number from 1, or 0 for others."""
         global gets
-        if end == start:
+        if probe_range(start, end):
             return 0
         with count_lock:
             gets += 1
@@ -350,22 +360,22 @@ class RefusePartialPut(Handler):
 class WrongContentRange(Handler):
     """206 answers whose Content-Range and body are for the wrong offset
     (one byte later, when possible): the client must not accept them.
-    A 1-byte range (a size probe) is answered correctly, so the fault
-    reaches the reads."""
+    The probe's ranges are answered correctly, so the fault reaches the
+    reads."""
 
     def serve_range(self, data, start, end):
-        if end > start and end + 1 < len(data):
+        if not probe_range(start, end) and end + 1 < len(data):
             start, end = start + 1, end + 1
         super().serve_range(data, start, end)
 
 
 class ShortBody(Handler):
     """206 answers that promise the requested range but end the body
-    halfway and close the connection.  A 1-byte range (a size probe) is
-    answered correctly, so the fault reaches the reads."""
+    halfway and close the connection.  The probe's ranges are answered
+    correctly, so the fault reaches the reads."""
 
     def serve_range(self, data, start, end):
-        if end == start:
+        if probe_range(start, end):
             super().serve_range(data, start, end)
             return
         self.send_response(206)
@@ -522,7 +532,7 @@ class FuzzAnswers(Handler):
                  "bytes %d-%d/%d, bytes 0-0/%d", "bytes -%d-%d/%d"]
 
     def serve_range(self, data, start, end):
-        if end == start:
+        if probe_range(start, end):
             super().serve_range(data, start, end)
             return
         rnd = random.Random("%s:%d-%d" % (os.environ.get("FAULT_SEED", "1"),
@@ -665,20 +675,26 @@ class FuzzAnswers(Handler):
             self.close_connection = True
 
 
-class Head503Once(Handler):
-    """The first HEAD is answered 503 (a server busy at boot), then all
-    is well: the probe retries it."""
+class First503Once(Handler):
+    """The first request is answered 503 (a server busy at boot), then
+    all is well: the probe retries it."""
 
     served = False
 
-    def do_HEAD(self):
+    def busy_or(self, serve, send_body):
         with count_lock:
-            first = not Head503Once.served
-            Head503Once.served = True
+            first = not First503Once.served
+            First503Once.served = True
         if first:
-            self.answer(503, send_body=False)
+            self.answer(503, b"busy\n", send_body=send_body)
         else:
-            super().do_HEAD()
+            serve()
+
+    def do_HEAD(self):
+        self.busy_or(super().do_HEAD, False)
+
+    def do_GET(self):
+        self.busy_or(super().do_GET, True)
 
 
 class Silent(Handler):
@@ -696,16 +712,16 @@ class Silent(Handler):
 
 
 class StallAfterProbe(Handler):
-    """The size probe (the HEAD, then the first GET) is answered; every
-    request after them hangs (a minute, then the connection closes): a
-    server that stops answering just after nbdkit's start-up."""
+    """The probe (its one GET) is answered; every request after it hangs
+    (a minute, then the connection closes): a server that stops
+    answering just after nbdkit's start-up."""
 
     def stall_or(self, serve):
         global requests
         with count_lock:
             requests += 1
             n = requests
-        if n <= 2:
+        if n <= 1:
             serve()
             return
         log("stalled: %s range=%s" % (self.command,
@@ -925,7 +941,7 @@ class Stale416(Handler):
 
     def serve_range(self, data, start, end):
         log("port %d range=%d-%d" % (self.client_address[1], start, end))
-        if end > start:
+        if not probe_range(start, end):
             with count_lock:
                 first = (start, end) not in Stale416.seen
                 Stale416.seen.add((start, end))
@@ -1120,15 +1136,16 @@ class ReplaceDupEtag(ReplaceDisguised):
 
 
 class HeadZeroChunked(HeadZero):
-    """HEAD says Content-Length: 0 (as HeadZero).  The size probe's GET
-    of bytes=0-0 is answered 200 with Content-Length: 0 and also
+    """HEAD says Content-Length: 0 (as HeadZero).  The probe's GET (and
+    the check after a write, of bytes=0-0) is answered 200 with
+    Content-Length: 0 and also
     Transfer-Encoding: chunked, which wins (RFC 9112 6.3): the body is
     the whole object in chunks.  A client that reads "200 and
     Content-Length: 0" as the proof of an empty object serves an empty
     disk.  Other ranges are answered correctly."""
 
     def serve_range(self, data, start, end):
-        if (start, end) != (0, 0):
+        if not probe_range(start, end):
             super().serve_range(data, start, end)
             return
         body = data[0:len(data)]
@@ -1265,7 +1282,7 @@ MODES = {
     "head-zero": HeadZero,
     "control-validators": ControlValidators,
     "503-long": Unavailable503Long,
-    "head-503-once": Head503Once,
+    "first-503-once": First503Once,
     "silent": Silent,
     "stall-after-probe": StallAfterProbe,
     "multipart-endless-epilogue": MultipartEndless,

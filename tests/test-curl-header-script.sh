@@ -44,10 +44,10 @@ start_nbdkit later -r "$PLUGIN" "$url" "header-script=$script" \
   header-script-renew=1
 nbdsh -u "$uri" -c '
 import errno, time
-h.pread(512, 0)
+h.pread(512, 65536)
 time.sleep(1.5)
 try:
-    h.pread(512, 4096)
+    h.pread(512, 131072)
 except nbd.Error as e:
     assert e.errnum == errno.EIO, e.string
 else:

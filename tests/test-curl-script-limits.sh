@@ -74,11 +74,11 @@ start_nbdkit b -r "$PLUGIN" "$url" timeout=2 "header-script=$script" \
   header-script-renew=1
 timeout 20 "$PYTHON_NBD" -m nbd -u "$uri" -c '
 import errno, time
-h.pread(512, 0)
+h.pread(512, 16384)
 time.sleep(1.5)
 t = time.monotonic()
 try:
-    h.pread(512, 4096)
+    h.pread(512, 32768)
 except nbd.Error as e:
     assert e.errnum == errno.EIO, e.string
 else:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-curl-short-body.sh: a server that closes the connection halfway
-# through every 206 body (but answers 1-byte ranges, the size probe,
-# correctly): each such read is tried retries=2 more times and is then an
+# through every 206 body (but answers the probe's first 8 KiB and 1-byte
+# ranges correctly): each such read is tried retries=2 more times and is then an
 # EIO error, never short or padded data, and the plugin recovers: a later
 # read that the server answers in full gives the right byte.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -18,7 +18,7 @@ nbdsh -u "$uri" -c '
 import errno, os
 size = int(os.environ["SIZE"])
 data = open(os.environ["FILE"], "rb").read()
-for off, n in ((0, 65536), (4096, 512), (size - 2, 2), (500000, 100000)):
+for off, n in ((0, 65536), (40960, 512), (size - 2, 2), (500000, 100000)):
     try:
         h.pread(n, off)
     except nbd.Error as e:
@@ -37,7 +37,8 @@ stop_nbdkit ro
 sent=$(grep -c ' status=206 ' "$tmp/fault.log" || :)
 [ "$sent" -ge 9 ] || fail "the server answered only $sent ranged GETs"
 # Each truncated range was asked for three times (once and two retries).
-awk '$3 ~ /^range=bytes=/ && $NF != "sent=1" { n[$3]++ }
+awk '$3 ~ /^range=bytes=/ && $3 != "range=bytes=0-8191" && $NF != "sent=1" {
+       n[$3]++ }
      END { for (r in n) if (n[r] != 3) { print r, n[r]; bad++ }
            exit bad > 0 }' "$tmp/fault.log" >"$tmp/tries.out" ||
   fail "ranges not tried exactly 3 times: $(cat "$tmp/tries.out")"

@@ -156,6 +156,13 @@ struct object_info {
   bool etag_on_get, last_modified_on_get;
 };
 
+/* The object's first bytes, which the probe asks for along with its
+ * size and keeps for the client's first reads: a partition table, a
+ * boot sector, a format's header.  8 KiB fit, with the answer's headers,
+ * in the first flight of a new connection (10 segments of 1,448 bytes).
+ */
+#define FIRST_BYTES 8192
+
 /* remote.c: what is known about the object (probe.c fills it in and
  * calls remote_serving): pin, multi-range answers, serving yet.
  */
@@ -165,6 +172,8 @@ extern bool remote_is_serving (void);
 extern bool remote_stopping (void);
 extern void remote_unpin (void);
 extern bool remote_pin (struct pin *pin);
+extern void remote_first_bytes (const char *buf, uint32_t len);
+extern bool remote_read_first (void *buf, uint32_t count, uint64_t offset);
 extern bool remote_multirange (void);
 extern void remote_no_multirange (void);
 
@@ -266,8 +275,9 @@ extern void script_unload (void);
 extern int engine_init (void);
 extern void engine_unload (void);
 extern int engine_head (struct conn *c, struct object_info *info);
-extern int engine_get_byte (struct conn *c, struct object_info *info,
-                            uint64_t offset);
+extern int engine_get_first (struct conn *c, struct object_info *info,
+                             uint64_t offset, char *buf, uint32_t len,
+                             uint32_t *got);
 extern int engine_put (struct conn *c, const void *buf, uint32_t count,
                        uint64_t offset, long *status);
 extern int64_t engine_answer_wait_ns (struct conn *c);

@@ -946,30 +946,33 @@ engine_head (struct conn *c, struct object_info *info)
   return 0;
 }
 
-/* GET of one byte at offset: the proof that ranges work, and the size
- * from the Content-Range total when HEAD could not give it (info->size
- * < 0).  Then an answer that proves the object empty gives a size of 0.
+/* GET of len bytes at offset into buf: the proof that ranges work, and
+ * the size from the Content-Range total when it is not known yet
+ * (info->size < 0), when an answer that proves the object empty gives a
+ * size of 0 and one that ends with the object gives fewer bytes (*got
+ * says how many arrived).  A total of '*' leaves info->size at -1.
  */
 int
-engine_get_byte (struct conn *c, struct object_info *info, uint64_t offset)
+engine_get_first (struct conn *c, struct object_info *info, uint64_t offset,
+                  char *buf, uint32_t len, uint32_t *got)
 {
-  char byte;
-  struct read_req req = { .offset = offset, .count = 1, .buf = &byte };
+  struct read_req req = { .offset = offset, .count = len, .buf = buf };
   struct read_req *reqs[1] = { &req };
   struct span span = {
-    .first = offset, .last = offset, .reqs = reqs, .nreqs = 1,
+    .first = offset, .last = offset + len - 1, .reqs = reqs, .nreqs = 1,
   };
   struct xfer x = {
-    .q = one_range (offset, offset, info->size), .what = "GET",
-    .offset = offset, .count = 1, .spans = &span,
+    .q = one_range (offset, offset + len - 1, info->size), .what = "GET",
+    .offset = offset, .count = len, .spans = &span,
   };
   enum verdict v;
 
-  x.q.allow_empty = info->size < 0;
+  x.q.allow_empty = x.q.allow_short = info->size < 0;
   v = perform (c, &x);
   if (verdict_failed (v))
     return -1;
   copy_info (info, &x);
+  *got = v == VERDICT_EMPTY ? 0 : x.a.body_len;
   if (!cfg.is_file)
     info->size = v == VERDICT_EMPTY ? 0 : x.a.cr_total;
   return 0;

@@ -553,6 +553,9 @@ pool_pread (void *buf, uint32_t count, uint64_t offset)
   int64_t until;
   unsigned n;
 
+  /* The client's first reads of the object's start: no round trip. */
+  if (remote_read_first (buf, count, offset))
+    return 0;
   pthread_cond_init (&me.cond, &read_cond_attr);
   pthread_mutex_lock (&pool.lock);
   if (pool.tail)

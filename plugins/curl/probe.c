@@ -96,62 +96,75 @@ probe_object (void)
   return r;
 }
 
+/* file://: libcurl's handler fakes Content-Length and seeks for a
+ * range, so there is nothing more to prove, and nothing to pin.
+ */
 static int
-probe_on (struct conn *c)
+probe_file (struct conn *c)
 {
   struct object_info head = { .size = -1 };
-  struct object_info get = { .size = -1 };
 
   if (engine_head (c, &head) == -1)
     return -1;
-
-  if (cfg.is_file) {
-    /* libcurl's file:// handler fakes Content-Length and seeks for a
-     * range, so there is nothing more to prove.
-     */
-    if (head.size < 0) {
-      nbdkit_error ("%s: cannot find the file's size", cfg.shown_url);
-      return -1;
-    }
-    object = head;
-    remote_serving ();
-    return 0;
-  }
-
-  /* A size of 0 from HEAD is confirmed by a GET like a missing one: a
-   * server that says Content-Length: 0 for an object that is not empty
-   * would otherwise give an empty disk without an error.
-   */
-  if (head.status >= 200 && head.status <= 299 && head.size > 0)
-    get.size = head.size;
-  else if (head_refused (head.status) ||
-           (head.status >= 200 && head.status <= 299))
-    nbdkit_debug ("HEAD %s: HTTP %ld%s: finding the size with a ranged GET",
-                  cfg.shown_url, head.status,
-                  head.size < 0 ? " without Content-Length"
-                  : head.size == 0 ? " with Content-Length: 0" : "");
-  else {
-    nbdkit_error ("HEAD %s: the server answered HTTP %ld",
-                  cfg.shown_url, head.status);
+  if (head.size < 0) {
+    nbdkit_error ("%s: cannot find the file's size", cfg.shown_url);
     return -1;
   }
+  object = head;
+  remote_serving ();
+  return 0;
+}
 
-  /* Accept-Ranges is only a hint (proxies strip it, and some servers
-   * send it and then answer 200): a 206 is the proof.  The last byte
-   * when the size is known, since s3rver answers "bytes=0-0" with the
-   * whole object (it takes an end of 0 for none); else the first, where
-   * an empty object answers 416 "bytes STAR/0" (or 200 with no body).
-   */
-  if (engine_get_byte (c, &get, get.size > 0 ? get.size - 1 : 0) == -1)
+/* HEAD, for validators the GET's answer did not carry.  A refusal is no
+ * error: presigned URLs are signed for GET only.
+ */
+static int
+probe_head (struct conn *c, struct object_info *head)
+{
+  if (engine_head (c, head) == -1)
+    return -1;
+  if (head->status >= 200 && head->status <= 299)
+    return 0;
+  if (!head_refused (head->status)) {
+    nbdkit_error ("HEAD %s: the server answered HTTP %ld",
+                  cfg.shown_url, head->status);
+    return -1;
+  }
+  nbdkit_debug ("HEAD %s: HTTP %ld: no validators from HEAD",
+                cfg.shown_url, head->status);
+  return 0;
+}
+
+/* One ranged GET of the object's first bytes answers everything in one
+ * exchange, as a client's own first GET would: the size (Content-Range
+ * total), that ranges work (Accept-Ranges is only a hint: proxies strip
+ * it, and some servers send it and then answer 200; a 206 is the
+ * proof), the validators, and the bytes a client most often reads first
+ * (a partition table, a boot sector, a format's header), kept for it
+ * (remote.c).  An empty object answers 416 "bytes STAR/0" (or 200 with no
+ * body), and a smaller one with the bytes it has.  HEAD follows only
+ * when the GET's answer carries no validator.
+ */
+static int
+probe_on (struct conn *c)
+{
+  static char first[FIRST_BYTES];
+  struct object_info head = { .size = -1 };
+  struct object_info get = { .size = -1 };
+  uint32_t got;
+
+  if (cfg.is_file)
+    return probe_file (c);
+  if (engine_get_first (c, &get, 0, first, sizeof first, &got) == -1)
     return -1;
   if (get.size < 0) {
-    nbdkit_error ("GET %s: one byte: the answer does not give the "
-                  "object's size (Content-Range total is '*')", cfg.shown_url);
+    nbdkit_error ("GET %s: the answer does not give the object's size "
+                  "(Content-Range total is '*')", cfg.shown_url);
     return -1;
   }
-  if (head.size == 0 && get.size > 0)
-    nbdkit_debug ("%s: HEAD said 0 bytes, a ranged GET says %" PRIi64
-                  ": using %" PRIi64, cfg.shown_url, get.size, get.size);
+  if (cfg.pin_object && !get.etag[0] && !get.last_modified[0] &&
+      probe_head (c, &head) == -1)
+    return -1;
   if (take_validators (&head, &get) == -1)
     return -1;
   object.size = get.size;
@@ -159,6 +172,7 @@ probe_on (struct conn *c)
                 cfg.shown_url, object.size,
                 object.etag[0] ? object.etag : "(none)",
                 object.last_modified[0] ? object.last_modified : "(none)");
+  remote_first_bytes (first, got);
   remote_serving ();
   return 0;
 }

@@ -43,6 +43,15 @@ static bool pinned;
 static struct pin pin = { .etag = "", .last_modified = "", .header = "" };
 static char pin_header[sizeof object.etag + 32];  /* "If-Match: ..." */
 
+/* The object's first bytes from the probe (FIRST_BYTES), for the
+ * client's first reads.  They are the version the reads are pinned to;
+ * while reads are not pinned they serve one read only, and writes (a
+ * writable connection) end them.
+ */
+static pthread_mutex_t first_lock = PTHREAD_MUTEX_INITIALIZER;
+static char first[FIRST_BYTES];
+static uint32_t first_len;      /* 0: none kept */
+
 /* Whether the server answers a GET of several ranges with the parts
  * asked for; false once it did not (pool.c then asks one range at a
  * time).  Only ever goes from true to false.
@@ -99,12 +108,50 @@ remote_serving (void)
                 pin.last_modified_required ? " (required)" : "");
 }
 
+/* The probe's first len bytes of the object (all of it when it is
+ * smaller): kept, if the probe gave the whole of them.
+ */
+void
+remote_first_bytes (const char *buf, uint32_t len)
+{
+  uint64_t want = object.size < FIRST_BYTES ? object.size : FIRST_BYTES;
+  LOCK_FOR_SCOPE (&first_lock);
+
+  first_len = 0;
+  if (len != want || len > sizeof first)
+    return;
+  memcpy (first, buf, len);
+  first_len = len;
+}
+
+/* Serve a read from the first bytes if they hold it: true if they did. */
+bool
+remote_read_first (void *buf, uint32_t count, uint64_t offset)
+{
+  struct pin p;
+  bool keep = remote_pin (&p) && (p.header[0] || p.etag_required ||
+                                  p.last_modified_required);
+  LOCK_FOR_SCOPE (&first_lock);
+
+  if (offset >= first_len || count > first_len - offset)
+    return false;
+  memcpy (buf, first + offset, count);
+  if (!keep)
+    first_len = 0;
+  return true;
+}
+
 /* A writable connection opened: the object will change under our own
- * writes, so validators no longer identify it.
+ * writes, so validators no longer identify it, and the first bytes kept
+ * may be overwritten.
  */
 void
 remote_unpin (void)
 {
+  {
+    LOCK_FOR_SCOPE (&first_lock);
+    first_len = 0;
+  }
   LOCK_FOR_SCOPE (&pin_lock);
 
   if (pinned)

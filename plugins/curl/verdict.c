@@ -369,12 +369,35 @@ is_empty_answer (const struct answer *a)
     (a->status == 200 && a->content_length == 0);
 }
 
+/* The probe asks for the object's first bytes without knowing its size:
+ * a smaller object is answered with the bytes it has (RFC 9110 14.1.1,
+ * a last-pos past the end is taken to be the end), which the
+ * Content-Range must then say: from the first byte asked for to the
+ * last byte of the object.
+ */
+static bool
+short_at_end (const struct asked *q, const struct answer *a)
+{
+  return q->allow_short && a->has_content_range && a->cr_total >= 0 &&
+    a->cr_first == q->first && a->cr_last < q->last &&
+    a->cr_last + 1 == (uint64_t) a->cr_total;
+}
+
+/* How many bytes the body of a single-range answer must have. */
+static uint64_t
+expected_bytes (const struct asked *q, const struct answer *a)
+{
+  if (short_at_end (q, a))
+    return a->cr_last - q->first + 1;
+  return q->last - q->first + 1;
+}
+
 /* The verdict on a complete header block. */
 static enum verdict
 judge_headers (const struct asked *q, const struct answer *a, char *why,
                size_t size)
 {
-  uint64_t count = q->last - q->first + 1;
+  uint64_t count = expected_bytes (q, a);
 
   if (is_redirect (q, a))
     return VERDICT_REDIRECT;
@@ -402,7 +425,8 @@ judge_headers (const struct asked *q, const struct answer *a, char *why,
     snprintf (why, size, "206 answer without a valid Content-Range");
     return VERDICT_REFUSED;
   }
-  if (a->cr_first != q->first || a->cr_last != q->last) {
+  if (a->cr_first != q->first ||
+      (a->cr_last != q->last && !short_at_end (q, a))) {
     snprintf (why, size, "the server sent Content-Range bytes %" PRIu64
               "-%" PRIu64 ", not the requested range",
               a->cr_first, a->cr_last);
@@ -437,7 +461,7 @@ static enum verdict
 judge_body (const struct asked *q, const struct answer *a, enum verdict v,
             char *why, size_t size)
 {
-  uint64_t count = q->last - q->first + 1;
+  uint64_t count = expected_bytes (q, a);
 
   if (q->method != GET || v == VERDICT_REDIRECT || v == VERDICT_EMPTY)
     return v;
@@ -464,7 +488,7 @@ static enum verdict
 judge_end (const struct asked *q, const struct answer *a, enum verdict v,
            char *why, size_t size)
 {
-  uint64_t count = q->last - q->first + 1;
+  uint64_t count = expected_bytes (q, a);
 
   if (a->stopped) {
     snprintf (why, size, "stopped: nbdkit is shutting down or the client "

@@ -42,6 +42,7 @@ struct asked {
   uint64_t first, last;         /* GET of one range: inclusive */
   int64_t expect_total;         /* Content-Range total, -1 if unknown */
   bool allow_empty;             /* probe: an empty object is an answer */
+  bool allow_short;             /* probe: ... and one shorter than asked */
   bool is_file;                 /* file://: no status, no headers */
   bool follow_redirects;        /* followlocation= */
   bool serving;                 /* the probe is done */

@@ -94,8 +94,11 @@ check_size (uint32_t count, uint64_t offset)
    * (probe.c): some servers say Content-Length: 0 to every HEAD.
    */
   if (r == 0 && (now.status < 200 || now.status > 299 || now.size <= 0)) {
+    char byte;
+    uint32_t got;
+
     now.size = -1;
-    r = engine_get_byte (c, &now, 0);
+    r = engine_get_first (c, &now, 0, &byte, 1, &got);
   }
   pool_put (c);
   if (r == -1)
