@@ -136,6 +136,11 @@ ok cookie-script "cookie-script=touch $tmp/cookie-ran; echo c=1" \
 [ -f "$tmp/cookie-ran" ] || problem "cookie-script did not run for file:"
 ok header-script "header-script=touch $tmp/header-ran; echo X-A: 1" \
   header-script-renew=60
+ok redirect-cache redirect-cache=false
+# url-script is for http(s) URLs that expire; with a file: URL it is
+# refused, and its -renew needs it.
+refused url-script "url= is a file: URL" "url-script=echo $file_url"
+refused url-script-renew "needs url-script" url-script-renew=5
 [ -f "$tmp/header-ran" ] || problem "header-script did not run for file:"
 ok proxy "proxy=http://127.0.0.1:$dead_port" proxy-user=bob \
   "proxy-password=+$tmp/pw"

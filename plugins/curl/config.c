@@ -33,6 +33,7 @@ struct curl_config cfg = {
   .pin_object = true,
   .sslverify = true,
   .followlocation = true,
+  .redirect_cache = true,
   .protocols = "http,https,file",
   .http_version = CURL_HTTP_VERSION_1_1,
   .ssl_version = CURL_SSLVERSION_DEFAULT,
@@ -369,6 +370,7 @@ static const struct {
   { "unix-socket-path", &cfg.unix_socket_path, NULL },
   { "header-script", &cfg.header_script, NULL },
   { "cookie-script", &cfg.cookie_script, NULL },
+  { "url-script", &cfg.url_script, NULL },
   { "aws-sigv4", &cfg.aws_sigv4, NULL },
   { "protocols", &cfg.protocols, NULL },
   { "pin-object", NULL, &cfg.pin_object },
@@ -376,6 +378,7 @@ static const struct {
   { "tcp-keepalive", NULL, &cfg.tcp_keepalive },
   { "tcp-nodelay", NULL, &cfg.tcp_nodelay },
   { "followlocation", NULL, &cfg.followlocation },
+  { "redirect-cache", NULL, &cfg.redirect_cache },
   { "location-trusted", NULL, &cfg.location_trusted },
   { "insecure-redirect", NULL, &cfg.insecure_redirect },
 };
@@ -429,6 +432,8 @@ set_parsed (const char *key, const char *value)
     return parse_range (key, value, 0, 86400 * 365, &cfg.header_script_renew);
   if (strcmp (key, "cookie-script-renew") == 0)
     return parse_range (key, value, 0, 86400 * 365, &cfg.cookie_script_renew);
+  if (strcmp (key, "url-script-renew") == 0)
+    return parse_range (key, value, 0, 86400 * 365, &cfg.url_script_renew);
   if (strcmp (key, "user-agent") == 0) {
     if (strpbrk (value, "\r\n") != NULL) {
       nbdkit_error ("user-agent: the value must not contain CR or LF");
@@ -559,13 +564,31 @@ check_url (void)
 int
 config_complete (void)
 {
-  if (cfg.url == NULL) {
+  if (cfg.url == NULL && cfg.url_script == NULL) {
     nbdkit_error ("the url parameter is required: "
                   "nbdkit curl URL [key=value ...]");
     return -1;
   }
-  if (check_protocols () == -1 || check_url () == -1)
+  if (check_protocols () == -1)
     return -1;
+  /* url-script's URL is checked as each run prints it (script.c). */
+  if (cfg.url == NULL) {
+    cfg.shown_url = strdup ("url-script");
+    if (cfg.shown_url == NULL) {
+      nbdkit_error ("strdup: %m");
+      return -1;
+    }
+  }
+  else if (check_url () == -1)
+    return -1;
+  if (cfg.url_script_renew && cfg.url_script == NULL) {
+    nbdkit_error ("url-script-renew needs url-script");
+    return -1;
+  }
+  if (cfg.url_script && cfg.is_file) {
+    nbdkit_error ("url-script: url= is a file: URL, which needs no script");
+    return -1;
+  }
   if (cfg.password != NULL && cfg.user == NULL)
     nbdkit_debug ("password given without user: libcurl sends an empty "
                   "user name");

@@ -64,6 +64,7 @@ struct curl_config {
   const char *user;
   char *password;               /* from nbdkit_read_password */
   bool followlocation;
+  bool redirect_cache;          /* reads go to the chain's end */
   bool location_trusted;        /* secrets to other origins too */
   bool insecure_redirect;       /* follow https to http */
   const char *protocols;        /* allowed schemes, libcurl spelling */
@@ -81,8 +82,9 @@ struct curl_config {
   const char *unix_socket_path;
   struct curl_slist *resolve;   /* resolve=, CURLOPT_RESOLVE */
   long ipresolve;               /* CURL_IPRESOLVE_* */
-  const char *header_script, *cookie_script;
+  const char *header_script, *cookie_script, *url_script;
   unsigned header_script_renew, cookie_script_renew;  /* s, 0 never */
+  unsigned url_script_renew;
   const char *aws_sigv4;        /* PROVIDER[:REGION[:SERVICE]] */
 };
 extern struct curl_config cfg;
@@ -116,6 +118,7 @@ extern CURLcode config_apply (CURL *e);
   "user=<USER>               User name for authentication.\n"          \
   "password=<PASSWORD>       Password (or -, +FILE, -FD).\n"           \
   "followlocation=false      Do not follow redirects.\n"               \
+  "redirect-cache=false      Follow url='s redirects for every read.\n" \
   "location-trusted=true     Send credentials to redirected origins.\n" \
   "insecure-redirect=true    Follow redirects from https to http.\n"   \
   "protocols=<LIST>          Allowed schemes (default http,https,file).\n" \
@@ -127,6 +130,8 @@ extern CURLcode config_apply (CURL *e);
   "cookie-script-renew=<SECS> Run cookie-script again this often.\n"   \
   "header-script=<SCRIPT>    Its output lines are request headers.\n"  \
   "header-script-renew=<SECS> Run header-script again this often.\n"   \
+  "url-script=<SCRIPT>       Its output is the URL (instead of url=).\n" \
+  "url-script-renew=<SECS>   Run url-script again this often.\n"      \
   "proxy=<PROXY>             Proxy URL.\n"                             \
   "proxy-user=<USER>         Proxy user name.\n"                       \
   "proxy-password=<PASSWORD> Proxy password (or -, +FILE, -FD).\n"     \
@@ -264,10 +269,12 @@ extern void connection_unload (void);
 extern struct conn *conn_new (void);
 extern void conn_free (struct conn *c);
 
-/* script.c: header-script and cookie-script. */
+/* script.c: header-script, cookie-script and url-script. */
 extern int script_init (void);
 extern int script_headers (struct curl_slist **list);
 extern int script_cookie (char **cookie);
+extern int script_url (char **url);
+extern bool script_url_refused (const char *url);
 extern void script_unload (void);
 
 /* engine.c: the only file that makes requests. */

@@ -54,6 +54,7 @@
 #include <nbdkit-plugin.h>
 
 #include "curldefs.h"
+#include "redirect.h"
 #include "verdict.h"
 
 /* -D curl.times=1: at unload, the time all requests spent in each of
@@ -175,64 +176,28 @@ struct xfer {
   bool reported;                /* the error was reported where it arose */
 };
 
-/* The origin of a URL (RFC 6454 4): who may see the user's secrets. */
-struct origin {
-  char scheme[16];
-  char host[256];
-  char zone[32];                /* an IPv6 link-local address's zone */
-  long port;
-};
-
-/* The origin of url= (not for file:). */
-static struct origin home;
-
-/* 0, or -1 if the URL has no scheme, host and port. */
-static int
-get_origin (const char *url, struct origin *o)
-{
-  CURLU *u = curl_url ();
-  char *scheme = NULL, *host = NULL, *port = NULL, *zone = NULL;
-  int r = -1;
-
-  /* fe80::1%eth0 and fe80::1%eth1 are different hosts. */
-  if (u != NULL &&
-      curl_url_set (u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-      curl_url_get (u, CURLUPART_ZONEID, &zone, 0) != CURLUE_OUT_OF_MEMORY &&
-      curl_url_get (u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-      curl_url_get (u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
-      curl_url_get (u, CURLUPART_PORT, &port,
-                    CURLU_DEFAULT_PORT) == CURLUE_OK &&
-      strlen (scheme) < sizeof o->scheme && strlen (host) < sizeof o->host &&
-      (zone == NULL || strlen (zone) < sizeof o->zone)) {
-    strcpy (o->scheme, scheme);
-    strcpy (o->host, host);
-    strcpy (o->zone, zone ? zone : "");
-    o->port = strtol (port, NULL, 10);
-    r = 0;
-  }
-  curl_free (scheme);
-  curl_free (host);
-  curl_free (port);
-  curl_free (zone);
-  curl_url_cleanup (u);
-  return r;
-}
-
-static bool
-same_origin (const struct origin *a, const struct origin *b)
-{
-  return strcasecmp (a->scheme, b->scheme) == 0 &&
-    strcasecmp (a->host, b->host) == 0 && strcmp (a->zone, b->zone) == 0 &&
-    a->port == b->port;
-}
+/* The rules every hop is held to (redirect.c); the home origin, whose
+ * requests carry the user's secrets, is the URL's that each chain
+ * starts from (url=, or url-script's).
+ */
+static struct redirect_rules rules;
 
 int
 engine_init (void)
 {
-  if (!cfg.is_file && get_origin (cfg.url, &home) == -1) {
+  CLEANUP_FREE char *url = NULL;
+  struct origin o;
+
+  if (!cfg.is_file &&
+      (script_url (&url) == -1 || redirect_origin (url, &o) == -1)) {
     nbdkit_error ("url: %s: no scheme, host and port", cfg.shown_url);
     return -1;
   }
+  rules = (struct redirect_rules) {
+    .protocols = cfg.protocols, .allows_scheme = config_allows_scheme,
+    .insecure = cfg.insecure_redirect,
+    .location_trusted = cfg.location_trusted,
+  };
   return 0;
 }
 
@@ -241,6 +206,7 @@ engine_unload (void)
 {
   if (curl_debug_times)
     times_print ();
+  redirect_unload ();
 }
 
 /* The answer's body carries none of the object's bytes: it is read (to
@@ -678,102 +644,42 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
 
 #define MAX_REDIRECTS 20
 
-/* The redirect that the answer in x asks for, if the rules allow it:
- * its URL (to free), or NULL with x->why set.  *from is the origin the
- * request went to, and becomes the new one; *trusted says whether the
- * new location may have the user's credentials, cookie and headers:
- * only url='s own origin, unless location-trusted=true (libcurl itself
- * withholds only user= and password= from another host, and would send
- * cookie= and header= anywhere).
+/* The redirect that the answer in x asks for, if the rules allow it
+ * (redirect_next): its URL (to free), or NULL with x->why set.  libcurl
+ * itself withholds only user= and password= from another host, and
+ * would send cookie= and header= anywhere.
  */
 static char *
-follow (struct xfer *x, const char *from_url, struct origin *from,
-        bool *trusted)
+follow (const struct redirect_rules *r, struct xfer *x, const char *from_url,
+        struct origin *from, bool *trusted)
 {
-  CURLU *u = curl_url ();
-  char *scheme = NULL, *target = NULL, *url = NULL;
-  struct origin to;
+  char *url = redirect_next (r, x->q.method == PUT, x->a.status,
+                             from_url, x->a.location, from, trusted,
+                             x->why, sizeof x->why);
 
-  /* RFC 9110 15.4: a client may turn a POST into a GET on 301/302, and
-   * 303 asks for a GET; a write must never become a read of the object
-   * that is then taken for success.  307 and 308 keep the method.
-   */
-  if (x->q.method == PUT && x->a.status != 307 && x->a.status != 308) {
-    snprintf (x->why, sizeof x->why, "the server answered the PUT with "
-              "HTTP %ld, a redirect that would turn the write into a GET: "
-              "the write was not done", x->a.status);
-    goto out;
-  }
-  /* Relative to the URL that answered (RFC 9110 10.2.2), as libcurl
-   * would, which also refuses control characters.
-   */
-  if (u == NULL || x->a.location[0] == '\0' ||
-      curl_url_set (u, CURLUPART_URL, from_url, 0) != CURLUE_OK ||
-      curl_url_set (u, CURLUPART_URL, x->a.location,
-                    CURLU_NON_SUPPORT_SCHEME | CURLU_URLENCODE |
-                    CURLU_ALLOW_SPACE) != CURLUE_OK ||
-      curl_url_get (u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
-    snprintf (x->why, sizeof x->why, "HTTP %ld redirect without a usable "
-              "Location", x->a.status);
-    goto out;
-  }
-  if (strcasecmp (scheme, "file") == 0 || !config_allows_scheme (scheme)) {
-    snprintf (x->why, sizeof x->why, "HTTP %ld redirect to a %.15s: URL, "
-              "which is not followed (protocols=%.80s; never file)",
-              x->a.status, scheme, cfg.protocols);
-    goto out;
-  }
-  if (curl_url_get (u, CURLUPART_URL, &target, 0) != CURLUE_OK ||
-      get_origin (target, &to) == -1) {
-    snprintf (x->why, sizeof x->why, "HTTP %ld redirect without a usable "
-              "Location", x->a.status);
-    goto out;
-  }
-  if (strcasecmp (from->scheme, "https") == 0 &&
-      strcasecmp (to.scheme, "https") != 0 && !cfg.insecure_redirect) {
-    snprintf (x->why, sizeof x->why, "HTTP %ld redirect from https to "
-              "%.15s://%.80s:%ld refused: the disk's bytes and any "
-              "credentials would travel unencrypted "
-              "(insecure-redirect=true allows it)",
-              x->a.status, to.scheme, to.host, to.port);
-    goto out;
-  }
-  url = strdup (target);
-  if (url == NULL) {
-    snprintf (x->why, sizeof x->why, "strdup: out of memory");
-    goto out;
-  }
-  *trusted = same_origin (&to, &home) || cfg.location_trusted;
-  nbdkit_debug ("%s: HTTP %ld: redirected to %s://%s:%ld, %s", x->what,
-                x->a.status, to.scheme, to.host, to.port,
-                *trusted ? "with credentials" : "another origin: without "
-                "the user's credentials, cookie and headers");
-  *from = to;
-
- out:
-  curl_free (scheme);
-  curl_free (target);
-  curl_url_cleanup (u);
+  if (url != NULL)
+    nbdkit_debug ("%s: HTTP %ld: redirected to %s://%s:%ld, %s", x->what,
+                  x->a.status, from->scheme, from->host, from->port,
+                  *trusted ? "with credentials" : "another origin: "
+                  "without the user's credentials, cookie and headers");
   return url;
 }
 
-/* One try of the request on handle c, following redirects: 0, or -1
- * with x->v a failure and x->why set (or x->reported).
+/* The request in x from url (at origin *at, trusted or not), following
+ * redirects by the rules r: 0, or -1 with x->v a failure and x->why set
+ * (or x->reported).  *end is where the chain ended (to free; NULL if at
+ * url itself), *at and *trusted its origin and trust.
  */
 static int
-attempt (struct conn *c, struct xfer *x)
+chain (const struct redirect_rules *r, struct conn *c, struct xfer *x,
+       const char *url, struct origin *at, bool *trusted, char **end)
 {
-  struct origin at = home;
-  const char *url = cfg.url;
-  CLEANUP_FREE char *next = NULL;
-  bool trusted = true;
   unsigned hops;
+  char *next;
 
-  x->ignoring_since = (struct timespec) { 0 };
-  /* A short request never looks (see progress_cb). */
-  clock_gettime (CLOCK_MONOTONIC, &x->stop_checked);
+  *end = NULL;
   for (hops = 0;; hops++) {
-    if (exchange (c, x, url, trusted) == -1)
+    if (exchange (c, x, *end ? *end : url, *trusted) == -1)
       return -1;
     if (x->v != VERDICT_REDIRECT)
       return 0;
@@ -783,14 +689,137 @@ attempt (struct conn *c, struct xfer *x)
       x->v = VERDICT_REFUSED;
       return -1;
     }
-    url = follow (x, url, &at, &trusted);
-    free (next);
-    next = (char *) url;
+    next = follow (r, x, *end ? *end : url, at, trusted);
+    free (*end);
+    *end = next;
     if (next == NULL) {
       x->v = VERDICT_REFUSED;
       return -1;
     }
   }
+}
+
+static int64_t
+epoch_now (void)
+{
+  return (int64_t) time (NULL);
+}
+
+/* A target that answers so has moved on or expired (a presigned URL
+ * past its time answers 403, a mirror that dropped the file 404): ask
+ * url= again.
+ */
+static bool
+target_gone (long status)
+{
+  return status == 401 || status == 403 || status == 404 || status == 410;
+}
+
+/* Which requests go to the remembered target: reads (and warm-ups,
+ * which open connections for reads).  HEAD and PUT ask url= each time.
+ */
+static bool
+uses_target (const struct xfer *x)
+{
+  return x->q.method == GET && cfg.followlocation && cfg.redirect_cache &&
+    !cfg.is_file;
+}
+
+/* The chain from url=, whose end becomes the remembered target when
+ * the answer at it is not a failure.  claimed: this request was asked
+ * to resolve it (redirect_target_claim), so it ends the claim either way.
+ */
+static int
+resolve (struct conn *c, struct xfer *x, bool claimed)
+{
+  struct redirect_rules rr = rules;
+  struct origin home, at;
+  bool trusted, again = true;
+  CLEANUP_FREE char *given = NULL;
+  CLEANUP_FREE char *end = NULL;
+  int r;
+
+  for (;;) {
+    if (script_url (&given) == -1) {
+      x->v = VERDICT_REFUSED;
+      x->reported = true;
+      r = -1;
+      break;
+    }
+    /* file: has no origin, and no redirects. */
+    if (redirect_origin (given, &home) == -1)
+      memset (&home, 0, sizeof home);
+    rr.home = &home;
+    at = home;
+    trusted = true;
+    r = chain (&rr, c, x, given, &at, &trusted, &end);
+    /* url-script's URL refused: once more with a new one. */
+    if (r == 0 || x->reported || !again ||
+        (x->a.status != 401 && x->a.status != 403) ||
+        !script_url_refused (given))
+      break;
+    nbdkit_debug ("%s: %s: HTTP %ld: running url-script again",
+                  x->what, cfg.shown_url, x->a.status);
+    again = false;
+    free (given);
+    free (end);
+    given = end = NULL;
+  }
+  if (r == 0 && end != NULL && uses_target (x)) {
+    nbdkit_debug ("%s: %s redirects to %s://%s:%ld: reads go there "
+                  "directly", x->what, cfg.shown_url, at.scheme, at.host,
+                  at.port);
+    redirect_target_set (end, trusted, epoch_now ());
+  }
+  else if (claimed && r == 0)
+    redirect_target_set (NULL, true, epoch_now ());
+  else if (claimed)
+    redirect_target_release ();
+  return r;
+}
+
+/* One try of the request on handle c: at the remembered target when
+ * there is one, else from url=.  A target that refuses (target_gone) is
+ * resolved again at once, once; one whose connection failed is resolved
+ * again by the next try.  0, or -1 with x->v a failure and x->why set
+ * (or x->reported).
+ */
+static int
+attempt (struct conn *c, struct xfer *x)
+{
+  struct target t;
+  CLEANUP_FREE char *end = NULL;
+  unsigned tries;
+  int r = -1;
+
+  x->ignoring_since = (struct timespec) { 0 };
+  /* A short request never looks (see progress_cb). */
+  clock_gettime (CLOCK_MONOTONIC, &x->stop_checked);
+  if (!uses_target (x))
+    return resolve (c, x, false);
+  for (tries = 0; tries < 2; tries++) {
+    if (redirect_target_claim (&t, epoch_now ()))
+      return resolve (c, x, true);
+    if (t.url == NULL)
+      return resolve (c, x, false);
+    r = chain (&rules, c, x, t.url, &t.origin, &t.trusted, &end);
+    free (t.url);
+    free (end);
+    end = NULL;
+    if (r == 0)
+      return 0;
+    if (x->reported || !(target_gone (x->a.status) ||
+                         (x->v == VERDICT_RETRY && x->a.rc != CURLE_OK)))
+      return r;
+    nbdkit_debug ("%s: the redirect target of %s failed (%s): asking "
+                  "%s again", x->what, cfg.shown_url, x->why,
+                  cfg.shown_url);
+    redirect_target_failed (t.gen);
+    /* A connection that failed is retried after the back-off. */
+    if (x->v == VERDICT_RETRY)
+      return r;
+  }
+  return r;
 }
 
 /* Run one request on handle c, again after transient failures (with

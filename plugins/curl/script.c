@@ -2,8 +2,9 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * header-script and cookie-script: shell scripts whose output becomes
- * request headers (one per line) or the cookie, for tokens that expire.
+ * header-script, cookie-script and url-script: shell scripts whose
+ * output becomes request headers (one per line), the cookie, or the URL
+ * to ask (its first line), for tokens and presigned URLs that expire.
  *
  * Each runs once before the first request (in .get_ready, so a failing
  * script stops nbdkit at start-up), and again when a request finds its
@@ -42,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +51,8 @@
 #include <nbdkit-plugin.h>
 
 #include "curldefs.h"
+#include "redirect.h"
+#include "secrets.h"
 
 extern char **environ;
 
@@ -63,6 +67,12 @@ struct script {
   unsigned iteration;
   struct timespec ran;          /* when output was made */
   bool running;
+  /* url-script: its URL's own expiry (redirect_expiry, -1 if none), in
+   * seconds since the epoch, and when it was made; expired: it was
+   * refused (401, 403), so run the script again before using it.
+   */
+  int64_t expires, made;
+  bool expired;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -74,6 +84,14 @@ static struct script cookie = {
   .what = "cookie-script", .script = &cfg.cookie_script,
   .renew = &cfg.cookie_script_renew,
 };
+static struct script urls = {
+  .what = "url-script", .script = &cfg.url_script,
+  .renew = &cfg.url_script_renew, .expires = -1,
+};
+/* A url-script run ended: requests that must not use the old URL wait
+ * for it (see refresh).
+ */
+static pthread_cond_t ran_cond = PTHREAD_COND_INITIALIZER;
 
 static double
 age (const struct timespec *t)
@@ -198,7 +216,7 @@ script_env (unsigned iteration, char **url_env, char **iter_env)
     ;
   envp = calloc (n + 3, sizeof envp[0]);
   if (envp == NULL ||
-      asprintf (url_env, "url=%s", cfg.url) == -1 ||
+      asprintf (url_env, "url=%s", cfg.url ? cfg.url : "") == -1 ||
       asprintf (iter_env, "iteration=%u", iteration) == -1)
     return envp;
   for (n = 0, len = 0; environ[n] != NULL; n++)
@@ -439,6 +457,40 @@ run (struct script *s, unsigned iteration, char **out)
   return r;
 }
 
+/* url-script's first line: a URL whose scheme protocols= allows, and
+ * not file:.  Never printed: a presigned URL is a secret.
+ */
+static int
+check_url (struct script *s, char *out)
+{
+  CURLU *u;
+  char *scheme = NULL;
+  size_t n, i;
+  int r = -1;
+
+  out[strcspn (out, "\n")] = '\0';
+  n = strlen (out);
+  if (n > 0 && out[n - 1] == '\r')
+    out[--n] = '\0';
+  for (i = 0; i < n; i++)
+    if ((unsigned char) out[i] <= ' ' || out[i] == 0x7f) {
+      nbdkit_error ("%s: the URL must be one line without blanks or "
+                    "control characters", s->what);
+      return -1;
+    }
+  u = curl_url ();
+  if (u != NULL && curl_url_set (u, CURLUPART_URL, out, 0) == CURLUE_OK &&
+      curl_url_get (u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      strcasecmp (scheme, "file") != 0 && config_allows_scheme (scheme))
+    r = 0;
+  else
+    nbdkit_error ("%s: the output is not a URL whose scheme protocols=%s "
+                  "allows (file: is not taken)", s->what, cfg.protocols);
+  curl_free (scheme);
+  curl_url_cleanup (u);
+  return r;
+}
+
 /* Check the output as the thing it is.  Values are never printed: they
  * are tokens.
  */
@@ -450,6 +502,8 @@ check_output (struct script *s, char *out)
   int name_len;
   unsigned n = 0;
 
+  if (s == &urls)
+    return check_url (s, out);
   if (s == &cookie) {
     out[strcspn (out, "\n")] = '\0';          /* the first line */
     n = strlen (out);
@@ -488,8 +542,30 @@ check_output (struct script *s, char *out)
   return 0;
 }
 
-/* Run the script if it has no output yet or its output is due for
- * renewal and no other thread is running it.
+/* Is the output due for a new run?  url-script's is also before its
+ * URL's own expiry (a tenth of its life before, at least a second), and
+ * once the URL was refused.
+ */
+static bool
+due_locked (const struct script *s)
+{
+  int64_t now, margin;
+
+  if (s->output == NULL || s->expired)
+    return true;
+  if (*s->renew != 0 && age (&s->ran) >= *s->renew)
+    return true;
+  if (s->expires < 0)
+    return false;
+  now = (int64_t) time (NULL);
+  margin = (s->expires - s->made) / 10;
+  return now >= s->expires - (margin < 1 ? 1 : margin);
+}
+
+/* Run the script if its output is due for renewal and no other thread
+ * is running it.  Meanwhile other requests go on with the previous
+ * output, except for a URL that was refused or has expired, whose run
+ * they wait for.
  */
 static int
 refresh (struct script *s)
@@ -500,8 +576,9 @@ refresh (struct script *s)
 
   {
     LOCK_FOR_SCOPE (&lock);
-    if (s->running ||
-        (s->output != NULL && (*s->renew == 0 || age (&s->ran) < *s->renew)))
+    while (s == &urls && s->running && (s->expired || s->output == NULL))
+      pthread_cond_wait (&ran_cond, &lock);
+    if (s->running || !due_locked (s))
       return 0;
     s->running = true;
     iteration = s->iteration++;
@@ -518,9 +595,18 @@ refresh (struct script *s)
     free (s->output);
     s->output = out;
     clock_gettime (CLOCK_MONOTONIC, &s->ran);
+    s->made = (int64_t) time (NULL);
+    s->expires = s == &urls ? redirect_expiry (out) : -1;
+    /* Already past (clocks differ): not run again at every request;
+     * a refusal (401, 403) runs it again instead.
+     */
+    if (s->expires >= 0 && s->expires <= s->made + 1)
+      s->expires = -1;
+    s->expired = false;
   }
   else
     free (out);
+  pthread_cond_broadcast (&ran_cond);
   return r;
 }
 
@@ -531,7 +617,63 @@ script_init (void)
     return -1;
   if (cfg.cookie_script && refresh (&cookie) == -1)
     return -1;
+  if (cfg.url_script && refresh (&urls) == -1)
+    return -1;
+  /* Without url=, messages name the script's first URL, shown without
+   * its secrets.  Before any thread runs.
+   */
+  if (cfg.url == NULL) {
+    char *shown = shown_url (urls.output);
+
+    if (shown == NULL) {
+      nbdkit_error ("url-script: out of memory");
+      return -1;
+    }
+    free (cfg.shown_url);
+    cfg.shown_url = shown;
+  }
   return 0;
+}
+
+/* The URL to ask (url-script's output, run again when due), or url=:
+ * a copy into *out.  -1 on errors, reported.
+ */
+int
+script_url (char **out)
+{
+  *out = NULL;
+  if (cfg.url_script == NULL) {
+    *out = strdup (cfg.url);
+  }
+  else {
+    if (refresh (&urls) == -1)
+      return -1;
+    LOCK_FOR_SCOPE (&lock);
+    if (urls.output == NULL || urls.expired)
+      return -1;                /* the run failed and said why */
+    *out = strdup (urls.output);
+  }
+  if (*out == NULL) {
+    nbdkit_error ("url-script: out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+/* The URL that url-script printed (url, as script_url gave it) was
+ * refused: the next request runs the script again first (unless it has
+ * printed another URL meanwhile).  False if there is no url-script.
+ */
+bool
+script_url_refused (const char *url)
+{
+  LOCK_FOR_SCOPE (&lock);
+
+  if (cfg.url_script == NULL)
+    return false;
+  if (urls.output != NULL && strcmp (urls.output, url) == 0)
+    urls.expired = true;
+  return true;
 }
 
 /* Append the current headers to *list.  A renewal that fails is an
@@ -594,5 +736,7 @@ script_unload (void)
   headers.output = NULL;
   free (cookie.output);
   cookie.output = NULL;
-  headers.iteration = cookie.iteration = 0;
+  free (urls.output);
+  urls.output = NULL;
+  headers.iteration = cookie.iteration = urls.iteration = 0;
 }

@@ -1,0 +1,392 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * Redirects: which hop an answer may lead to, which origin sees the
+ * user's secrets, the target that the chain from url= was found to end
+ * at, and when that target expires.  engine.c follows the hops and asks
+ * here; nothing here does I/O or reads the plugin's parameters (the
+ * rules come in struct redirect_rules), so tests/test-redirect.c can
+ * try it without a server.
+ *
+ * The target is remembered so that reads go straight to it, on
+ * connections to its origin, instead of asking url= again for every
+ * read (a round trip each, and three quarters of an import's time for
+ * some importers).  It is resolved again, by one request while the
+ * others wait for it (redirect_target_claim), when the target refuses
+ * (401, 403, 404, 410), when its connection fails, and before an expiry
+ * its URL carries (presigned URLs).
+ */
+
+#include <config.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "curldefs.h"
+#include "redirect.h"
+
+/* 0, or -1 if the URL has no scheme, host and port. */
+int
+redirect_origin (const char *url, struct origin *o)
+{
+  CURLU *u = curl_url ();
+  char *scheme = NULL, *host = NULL, *port = NULL, *zone = NULL;
+  int r = -1;
+
+  /* fe80::1%eth0 and fe80::1%eth1 are different hosts. */
+  if (u != NULL &&
+      curl_url_set (u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get (u, CURLUPART_ZONEID, &zone, 0) != CURLUE_OUT_OF_MEMORY &&
+      curl_url_get (u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      curl_url_get (u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+      curl_url_get (u, CURLUPART_PORT, &port,
+                    CURLU_DEFAULT_PORT) == CURLUE_OK &&
+      strlen (scheme) < sizeof o->scheme && strlen (host) < sizeof o->host &&
+      (zone == NULL || strlen (zone) < sizeof o->zone)) {
+    strcpy (o->scheme, scheme);
+    strcpy (o->host, host);
+    strcpy (o->zone, zone ? zone : "");
+    o->port = strtol (port, NULL, 10);
+    r = 0;
+  }
+  curl_free (scheme);
+  curl_free (host);
+  curl_free (port);
+  curl_free (zone);
+  curl_url_cleanup (u);
+  return r;
+}
+
+/* RFC 6454 4: scheme, host and port. */
+bool
+redirect_same_origin (const struct origin *a, const struct origin *b)
+{
+  return strcasecmp (a->scheme, b->scheme) == 0 &&
+    strcasecmp (a->host, b->host) == 0 && strcmp (a->zone, b->zone) == 0 &&
+    a->port == b->port;
+}
+
+/* Does an answer with this status name a new location for the same
+ * request (RFC 9110 15.4)?
+ */
+bool
+redirect_status (long status)
+{
+  switch (status) {
+  case 301: case 302: case 303: case 307: case 308:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* The hop that an answer (status, location) to a request for from_url,
+ * at origin *from, asks for, if the rules allow it: its URL (to free),
+ * or NULL with why set.  *from becomes the new origin, and *trusted says
+ * whether the new location may have the user's credentials, cookie and
+ * headers: only url='s own origin (r->home), unless
+ * r->location_trusted.
+ */
+char *
+redirect_next (const struct redirect_rules *r, bool is_put, long status,
+               const char *from_url, const char *location,
+               struct origin *from, bool *trusted, char *why, size_t size)
+{
+  CURLU *u = curl_url ();
+  char *scheme = NULL, *target = NULL, *url = NULL;
+  struct origin to;
+
+  /* RFC 9110 15.4: a client may turn a POST into a GET on 301/302, and
+   * 303 asks for a GET; a write must never become a read of the object
+   * that is then taken for success.  307 and 308 keep the method.
+   */
+  if (is_put && status != 307 && status != 308) {
+    snprintf (why, size, "the server answered the PUT with HTTP %ld, a "
+              "redirect that would turn the write into a GET: the write "
+              "was not done", status);
+    goto out;
+  }
+  /* Relative to the URL that answered (RFC 9110 10.2.2), as libcurl
+   * would, which also refuses control characters.
+   */
+  if (u == NULL || location[0] == '\0' ||
+      curl_url_set (u, CURLUPART_URL, from_url, 0) != CURLUE_OK ||
+      curl_url_set (u, CURLUPART_URL, location,
+                    CURLU_NON_SUPPORT_SCHEME | CURLU_URLENCODE |
+                    CURLU_ALLOW_SPACE) != CURLUE_OK ||
+      curl_url_get (u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
+    snprintf (why, size, "HTTP %ld redirect without a usable Location",
+              status);
+    goto out;
+  }
+  if (strcasecmp (scheme, "file") == 0 || !r->allows_scheme (scheme)) {
+    snprintf (why, size, "HTTP %ld redirect to a %.15s: URL, which is not "
+              "followed (protocols=%.80s; never file)", status, scheme,
+              r->protocols);
+    goto out;
+  }
+  if (curl_url_get (u, CURLUPART_URL, &target, 0) != CURLUE_OK ||
+      redirect_origin (target, &to) == -1) {
+    snprintf (why, size, "HTTP %ld redirect without a usable Location",
+              status);
+    goto out;
+  }
+  if (strcasecmp (from->scheme, "https") == 0 &&
+      strcasecmp (to.scheme, "https") != 0 && !r->insecure) {
+    snprintf (why, size, "HTTP %ld redirect from https to %.15s://%.80s:%ld "
+              "refused: the disk's bytes and any credentials would travel "
+              "unencrypted (insecure-redirect=true allows it)",
+              status, to.scheme, to.host, to.port);
+    goto out;
+  }
+  url = strdup (target);
+  if (url == NULL) {
+    snprintf (why, size, "strdup: out of memory");
+    goto out;
+  }
+  *trusted = redirect_same_origin (&to, r->home) || r->location_trusted;
+  *from = to;
+
+ out:
+  curl_free (scheme);
+  curl_free (target);
+  curl_url_cleanup (u);
+  return url;
+}
+
+/* The value of the query parameter NAME (case-insensitive) of url,
+ * percent-decoded, into buf; false if it has none (or a longer one).
+ */
+static bool
+query_param (const char *url, const char *name, char *buf, size_t size)
+{
+  const char *p = strchr (url, '?'), *end = NULL, *v;
+  size_t n = strlen (name), len = 0;
+  unsigned hi, lo;
+
+  if (p == NULL)
+    return false;
+  for (p++; *p != '\0' && *p != '#'; p = end + (*end == '&')) {
+    end = p + strcspn (p, "&#");
+    if ((size_t) (end - p) > n && p[n] == '=' &&
+        strncasecmp (p, name, n) == 0)
+      break;
+  }
+  if (*p == '\0' || *p == '#')
+    return false;
+  for (v = p + n + 1; v < end; len++) {
+    if (len + 1 >= size)
+      return false;
+    if (*v == '%' && end - v >= 3 &&
+        sscanf (v + 1, "%1x%1x", &hi, &lo) == 2) {
+      buf[len] = (char) (hi * 16 + lo);
+      v += 3;
+    }
+    else
+      buf[len] = *v++;
+  }
+  buf[len] = '\0';
+  return true;
+}
+
+/* Seconds since the epoch of a UTC date: YYYYMMDDTHHMMSSZ (AWS, Google)
+ * if compact, else YYYY-MM-DD[THH:MM[:SS]Z] (Azure).  -1 if malformed.
+ */
+static int64_t
+parse_utc (const char *s, bool compact)
+{
+  struct tm tm = { 0 };
+  int n = 0, y, mo, d, h = 0, mi = 0, sec = 0;
+
+  if (compact) {
+    if (sscanf (s, "%4d%2d%2dT%2d%2d%2dZ%n", &y, &mo, &d, &h, &mi, &sec,
+                &n) != 6 || s[n] != '\0')
+      return -1;
+  }
+  else if (!(sscanf (s, "%4d-%2d-%2d%n", &y, &mo, &d, &n) == 3 &&
+             s[n] == '\0') &&
+           !(sscanf (s, "%4d-%2d-%2dT%2d:%2dZ%n", &y, &mo, &d, &h, &mi,
+                     &n) == 5 && s[n] == '\0') &&
+           !(sscanf (s, "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &y, &mo, &d, &h, &mi,
+                     &sec, &n) == 6 && s[n] == '\0'))
+    return -1;
+  if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 ||
+      mi > 59 || sec > 60)
+    return -1;
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = sec;
+  return (int64_t) timegm (&tm);
+}
+
+/* A decimal number of seconds, or -1. */
+static int64_t
+parse_seconds (const char *s)
+{
+  int64_t n = parse_number (s, NULL);
+
+  return n >= 0 && strlen (s) <= 18 ? n : -1;
+}
+
+/* When the URL says it stops working, in seconds since the epoch, or
+ * -1 if it does not say: presigned URLs of AWS S3 and its kin
+ * (X-Amz-Date plus X-Amz-Expires), Google Cloud Storage (X-Goog-Date
+ * plus X-Goog-Expires), CloudFront and S3's older signatures (Expires,
+ * in seconds since the epoch), and Azure's SAS (se, a date).
+ */
+int64_t
+redirect_expiry (const char *url)
+{
+  static const char *const dated[][2] = {
+    { "X-Amz-Date", "X-Amz-Expires" },
+    { "X-Goog-Date", "X-Goog-Expires" },
+  };
+  char a[64], b[64];
+  int64_t t, n;
+  size_t i;
+
+  for (i = 0; i < sizeof dated / sizeof dated[0]; i++) {
+    if (!query_param (url, dated[i][0], a, sizeof a) ||
+        !query_param (url, dated[i][1], b, sizeof b))
+      continue;
+    t = parse_utc (a, true);
+    n = parse_seconds (b);
+    if (t >= 0 && n >= 0)
+      return t + n;
+  }
+  if (query_param (url, "Expires", a, sizeof a)) {
+    t = parse_seconds (a);
+    if (t >= 0)
+      return t;
+  }
+  if (query_param (url, "se", a, sizeof a))
+    return parse_utc (a, false);
+  return -1;
+}
+
+/* Resolve again this long before a known expiry: a tenth of the URL's
+ * life (from when it was found), at least a second, at most a minute.
+ */
+static int64_t
+renew_margin (const struct target *t)
+{
+  int64_t m = (t->expires - t->found) / 10;
+
+  return m < 1 ? 1 : m > 60 ? 60 : m;
+}
+
+/* The remembered target, shared by all requests. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t resolved = PTHREAD_COND_INITIALIZER;
+static struct target current;    /* url NULL: none (ask url=) */
+static bool resolving;           /* a request is finding a new one */
+
+/* The target to send a request to: a copy into *t (t->url to free; NULL
+ * means url=), its generation in t->gen.  When it is due for renewal
+ * (expired, or stale after a failure), the first caller to see it is
+ * told to resolve it (returns true with t->url NULL: ask url= and call
+ * redirect_target_set or redirect_target_release), and the others wait
+ * for its result.  now is seconds since the epoch.
+ */
+bool
+redirect_target_claim (struct target *t, int64_t now)
+{
+  LOCK_FOR_SCOPE (&lock);
+
+  for (;;) {
+    bool due = current.url != NULL &&
+      (current.stale ||
+       (current.expires >= 0 && now >= current.expires -
+        renew_margin (&current)));
+
+    if (!due && !resolving) {
+      *t = current;
+      t->url = current.url ? strdup (current.url) : NULL;
+      if (current.url != NULL && t->url == NULL)
+        t->stale = true;        /* out of memory: ask url= */
+      return false;
+    }
+    if (!resolving) {
+      resolving = true;
+      *t = current;
+      t->url = NULL;
+      return true;
+    }
+    pthread_cond_wait (&resolved, &lock);
+  }
+}
+
+/* The chain from url= ends at url (a copy is kept), trusted or not;
+ * found is now.  Ends a claim.
+ */
+void
+redirect_target_set (const char *url, bool trusted, int64_t now)
+{
+  char *copy = url ? strdup (url) : NULL;
+  LOCK_FOR_SCOPE (&lock);
+
+  free (current.url);
+  current.url = copy;
+  current.trusted = trusted;
+  current.stale = false;
+  current.found = now;
+  current.expires = copy ? redirect_expiry (copy) : -1;
+  /* Already past when found: the signer's clock and ours differ (the
+   * URL still works, or it would not have been reached).  Renewing at
+   * every read would make all reads wait for each other: its failure
+   * (403) renews it instead.
+   */
+  if (current.expires >= 0 && current.expires <= now + 1)
+    current.expires = -1;
+  if (copy != NULL && redirect_origin (copy, &current.origin) == -1) {
+    free (copy);
+    current.url = NULL;
+  }
+  current.gen++;
+  resolving = false;
+  pthread_cond_broadcast (&resolved);
+}
+
+/* A claim ended without a new target (the request failed): the old one
+ * stays, not stale, so that the next request does not ask again at
+ * once; it is renewed when it fails again.
+ */
+void
+redirect_target_release (void)
+{
+  LOCK_FOR_SCOPE (&lock);
+
+  current.stale = false;
+  resolving = false;
+  pthread_cond_broadcast (&resolved);
+}
+
+/* The target of generation gen failed (refused, or its connection did):
+ * the next request resolves it again.  A later generation is left alone.
+ */
+void
+redirect_target_failed (unsigned gen)
+{
+  LOCK_FOR_SCOPE (&lock);
+
+  if (current.url != NULL && current.gen == gen)
+    current.stale = true;
+}
+
+void
+redirect_unload (void)
+{
+  LOCK_FOR_SCOPE (&lock);
+
+  free (current.url);
+  memset (&current, 0, sizeof current);
+  resolving = false;
+}

@@ -1,0 +1,63 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * Redirects (redirect.c): the rules for a hop, the origins that see the
+ * user's secrets, and the remembered target of url='s redirect chain.
+ * Its own header, like verdict.h, so that tests/test-redirect.c can use
+ * it alone.
+ */
+
+#ifndef REDIRECT_H
+#define REDIRECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The origin of a URL (RFC 6454 4): who may see the user's secrets. */
+struct origin {
+  char scheme[16];
+  char host[256];
+  char zone[32];                /* an IPv6 link-local address's zone */
+  long port;
+};
+
+/* What the parameters say about redirects. */
+struct redirect_rules {
+  const char *protocols;        /* protocols=, for messages */
+  bool (*allows_scheme) (const char *scheme);
+  bool insecure;                /* insecure-redirect=true */
+  bool location_trusted;        /* location-trusted=true */
+  const struct origin *home;    /* url='s origin */
+};
+
+/* Where url='s redirect chain was found to end. */
+struct target {
+  char *url;                    /* NULL: none, ask url= */
+  bool trusted;                 /* may have the user's secrets */
+  struct origin origin;
+  int64_t found;                /* when (seconds since the epoch) */
+  int64_t expires;              /* what its URL says, or -1 */
+  bool stale;                   /* it failed: resolve it again */
+  unsigned gen;                 /* changes with each new target */
+};
+
+extern int redirect_origin (const char *url, struct origin *o);
+extern bool redirect_same_origin (const struct origin *a,
+                                  const struct origin *b);
+extern bool redirect_status (long status);
+extern char *redirect_next (const struct redirect_rules *r, bool is_put,
+                            long status, const char *from_url,
+                            const char *location, struct origin *from,
+                            bool *trusted, char *why, size_t size);
+extern int64_t redirect_expiry (const char *url);
+
+extern bool redirect_target_claim (struct target *t, int64_t now);
+extern void redirect_target_set (const char *url, bool trusted,
+                                 int64_t now);
+extern void redirect_target_release (void);
+extern void redirect_target_failed (unsigned gen);
+extern void redirect_unload (void);
+
+#endif /* REDIRECT_H */

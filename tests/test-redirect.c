@@ -1,0 +1,237 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * test-redirect: the redirect rules, the expiry a URL carries and the
+ * remembered target, without a server (plugins/curl/redirect.c and
+ * ranges.c linked in alone).  A failing case is named on stderr and the
+ * exit status is 1.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "curldefs.h"
+#include "redirect.h"
+
+static unsigned failures, cases;
+
+static void
+check (int line, bool ok, const char *what)
+{
+  cases++;
+  if (!ok) {
+    fprintf (stderr, "test-redirect.c:%d: %s\n", line, what);
+    failures++;
+  }
+}
+#define CHECK(ok, what) check (__LINE__, (ok), (what))
+
+static bool
+http_s (const char *scheme)
+{
+  return strcasecmp (scheme, "http") == 0 ||
+    strcasecmp (scheme, "https") == 0;
+}
+
+static struct origin home;
+static struct redirect_rules rules = {
+  .protocols = "http,https", .allows_scheme = http_s, .home = &home,
+};
+
+/* Follow one hop from from_url (at its origin): the new URL, or NULL;
+ * *trusted and why as redirect_next leaves them.
+ */
+static char *
+hop (bool put, long status, const char *from_url, const char *location,
+     bool *trusted, char *why, size_t size)
+{
+  struct origin at;
+
+  if (redirect_origin (from_url, &at) == -1)
+    return NULL;
+  why[0] = '\0';
+  return redirect_next (&rules, put, status, from_url, location, &at,
+                        trusted, why, size);
+}
+
+static void
+next_hops (void)
+{
+  char why[256];
+  bool trusted = false;
+  char *u;
+
+  redirect_origin ("https://img.example:443/disk.img", &home);
+  CHECK (redirect_status (302) && redirect_status (308) &&
+         !redirect_status (304) && !redirect_status (200),
+         "redirect_status");
+
+  /* Relative, same origin: trusted. */
+  u = hop (false, 302, "https://img.example/a/disk.img", "../b/x.img",
+           &trusted, why, sizeof why);
+  CHECK (u && strcmp (u, "https://img.example/b/x.img") == 0 && trusted,
+         "relative Location, same origin");
+  free (u);
+  /* Another host, another port, another scheme: not trusted. */
+  u = hop (false, 302, "https://img.example/disk.img",
+           "https://cdn.example/disk.img?X-Amz-Expires=60", &trusted, why,
+           sizeof why);
+  CHECK (u && !trusted, "another host is another origin");
+  free (u);
+  u = hop (false, 301, "https://img.example/disk.img",
+           "https://img.example:8443/disk.img", &trusted, why, sizeof why);
+  CHECK (u && !trusted, "another port is another origin");
+  free (u);
+  rules.location_trusted = true;
+  u = hop (false, 302, "https://img.example/disk.img",
+           "https://cdn.example/disk.img", &trusted, why, sizeof why);
+  CHECK (u && trusted, "location-trusted=true trusts every origin");
+  free (u);
+  rules.location_trusted = false;
+
+  /* https to http: only with insecure-redirect=true. */
+  u = hop (false, 302, "https://img.example/disk.img",
+           "http://img.example/disk.img", &trusted, why, sizeof why);
+  CHECK (u == NULL && strstr (why, "unencrypted"), "https to http refused");
+  free (u);
+  rules.insecure = true;
+  u = hop (false, 302, "https://img.example/disk.img",
+           "http://img.example/disk.img", &trusted, why, sizeof why);
+  CHECK (u != NULL && !trusted, "https to http with insecure-redirect");
+  free (u);
+  rules.insecure = false;
+
+  /* Schemes outside protocols=, and file: always. */
+  u = hop (false, 302, "https://img.example/disk.img", "file:///etc/passwd",
+           &trusted, why, sizeof why);
+  CHECK (u == NULL && strstr (why, "file"), "file: refused");
+  free (u);
+  u = hop (false, 302, "https://img.example/disk.img", "ftp://x/disk.img",
+           &trusted, why, sizeof why);
+  CHECK (u == NULL && strstr (why, "ftp"), "ftp: not in protocols=");
+  free (u);
+  /* No usable Location. */
+  u = hop (false, 302, "https://img.example/disk.img", "", &trusted, why,
+           sizeof why);
+  CHECK (u == NULL && strstr (why, "Location"), "empty Location");
+  free (u);
+  u = hop (false, 302, "https://img.example/disk.img", "http://a b\r\n/x",
+           &trusted, why, sizeof why);
+  CHECK (u == NULL, "Location with CR LF");
+  free (u);
+
+  /* A PUT follows 307 and 308 only. */
+  u = hop (true, 302, "https://img.example/disk.img", "/other",
+           &trusted, why, sizeof why);
+  CHECK (u == NULL && strstr (why, "write was not done"), "PUT and 302");
+  free (u);
+  u = hop (true, 307, "https://img.example/disk.img", "/other",
+           &trusted, why, sizeof why);
+  CHECK (u != NULL, "PUT and 307");
+  free (u);
+}
+
+static void
+expiries (void)
+{
+  /* 2026-12-01T16:00:00Z is 1796140800. */
+  CHECK (redirect_expiry ("https://b.s3.example/k?X-Amz-Algorithm=A"
+                          "&X-Amz-Date=20261201T160000Z&X-Amz-Expires=900"
+                          "&X-Amz-Signature=abc") == 1796140800 + 900,
+         "AWS SigV4");
+  CHECK (redirect_expiry ("https://b.s3.example/k?x-amz-date=20261201T160000Z"
+                          "&x-amz-expires=60") == 1796140800 + 60,
+         "AWS SigV4, names in lower case");
+  CHECK (redirect_expiry ("https://storage.example/b/o?X-Goog-Date="
+                          "20261201T160000Z&X-Goog-Expires=3600")
+         == 1796140800 + 3600, "Google V4");
+  CHECK (redirect_expiry ("https://d.cloudfront.example/o?Expires=1796140800"
+                          "&Signature=x&Key-Pair-Id=y") == 1796140800,
+         "CloudFront Expires");
+  CHECK (redirect_expiry ("https://a.blob.example/c/o?sv=2020&"
+                          "se=2026-12-01T16%3A00%3A00Z&sig=x")
+         == 1796140800, "Azure se, percent-encoded");
+  CHECK (redirect_expiry ("https://a.blob.example/c/o?se=2026-12-01")
+         == 1796083200, "Azure se, a date");
+  CHECK (redirect_expiry ("https://a.example/o") == -1, "no query");
+  CHECK (redirect_expiry ("https://a.example/o?Expires=soon") == -1,
+         "Expires not a number");
+  CHECK (redirect_expiry ("https://a.example/o?X-Amz-Date=2026&"
+                          "X-Amz-Expires=60") == -1, "malformed date");
+  CHECK (redirect_expiry ("https://a.example/o#Expires=1796140800") == -1,
+         "a fragment is no query");
+  CHECK (redirect_expiry ("https://a.example/o?NotExpires=1&Expires=5") == 5,
+         "the parameter, not one that ends like it");
+}
+
+static void
+targets (void)
+{
+  struct target t;
+  unsigned gen;
+
+  /* None yet: ask url=. */
+  CHECK (!redirect_target_claim (&t, 1000) && t.url == NULL, "no target");
+  redirect_target_set ("https://cdn.example/disk.img?Expires=1100", false,
+                       1000);
+  CHECK (!redirect_target_claim (&t, 1000) && t.url &&
+         strstr (t.url, "cdn.example") && !t.trusted && t.expires == 1100,
+         "the target, its trust and expiry");
+  gen = t.gen;
+  free (t.url);
+  /* Life 100 s: renewed 10 s before it ends. */
+  CHECK (!redirect_target_claim (&t, 1089), "not yet due");
+  free (t.url);
+  CHECK (redirect_target_claim (&t, 1090) && t.url == NULL,
+         "due a tenth of its life before expiry: this request resolves");
+  redirect_target_set ("https://cdn.example/disk.img?Expires=2000", false,
+                       1090);
+  CHECK (!redirect_target_claim (&t, 1091) && t.gen != gen,
+         "a new target, a new generation");
+  gen = t.gen;
+  free (t.url);
+
+  /* A failure of an older generation is ignored; of this one, makes it
+   * stale: the next request resolves.
+   */
+  redirect_target_failed (gen - 1);
+  CHECK (!redirect_target_claim (&t, 1092), "an old generation's failure");
+  free (t.url);
+  redirect_target_failed (gen);
+  CHECK (redirect_target_claim (&t, 1092), "stale after a failure");
+  /* The resolution failed: the old target stays, not stale. */
+  redirect_target_release ();
+  CHECK (!redirect_target_claim (&t, 1093) && t.url && t.gen == gen,
+         "released: the old target");
+  free (t.url);
+  /* url= no longer redirects. */
+  redirect_target_failed (gen);
+  CHECK (redirect_target_claim (&t, 1094), "stale again");
+  redirect_target_set (NULL, true, 1094);
+  CHECK (!redirect_target_claim (&t, 1095) && t.url == NULL,
+         "no target: url= itself");
+  /* Expired already when found (the signer's clock is behind ours):
+   * not renewed at every request, only when it fails.
+   */
+  redirect_target_set ("https://cdn.example/disk.img?Expires=900", false,
+                       1000);
+  CHECK (!redirect_target_claim (&t, 1001) && t.url && t.expires == -1,
+         "an expiry already past is not used");
+  free (t.url);
+  redirect_unload ();
+}
+
+int
+main (void)
+{
+  next_hops ();
+  expiries ();
+  targets ();
+  fprintf (stderr, "test-redirect: %u cases, %u failed\n", cases, failures);
+  return failures > 0;
+}
