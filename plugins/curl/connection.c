@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <nbdkit-plugin.h>
@@ -98,13 +99,17 @@ static const struct debug_printer printer = { print_debug, NULL };
  * only for after it), so the handle's socket is recorded when libcurl
  * makes it and forgotten when libcurl closes it.
  */
+/* Set at unload (conn_stop): no new socket is made. */
+static bool stopping;
+
 static int
 sockopt_cb (void *opaque, curl_socket_t sock, curlsocktype purpose)
 {
   struct conn *c = opaque;
 
-  c->sock = sock;
-  return CURL_SOCKOPT_OK;
+  __atomic_store_n (&c->sock, sock, __ATOMIC_RELAXED);
+  return __atomic_load_n (&stopping, __ATOMIC_RELAXED)
+    ? CURL_SOCKOPT_ERROR : CURL_SOCKOPT_OK;
 }
 
 static int
@@ -112,9 +117,32 @@ close_cb (void *opaque, curl_socket_t sock)
 {
   struct conn *c = opaque;
 
-  if (c->sock == sock)
-    c->sock = CURL_SOCKET_BAD;
+  if (__atomic_load_n (&c->sock, __ATOMIC_RELAXED) == sock)
+    __atomic_store_n (&c->sock, CURL_SOCKET_BAD, __ATOMIC_RELAXED);
   return close (sock);
+}
+
+/* nbdkit is exiting: no new connection is made from now on. */
+void
+conn_stop (void)
+{
+  __atomic_store_n (&stopping, true, __ATOMIC_RELAXED);
+}
+
+/* End what c's request waits for at once (nbdkit is exiting, and a
+ * warm-up must not hold up its exit for a round trip or two): shutdown
+ * fails a connect in progress (Linux disconnects a socket in SYN_SENT)
+ * and wakes a read.  The socket stays open for libcurl to close.  The
+ * descriptor number could only have been reused by a socket made after
+ * conn_stop, which sockopt_cb refuses.
+ */
+void
+conn_abort (struct conn *c)
+{
+  curl_socket_t sock = __atomic_load_n (&c->sock, __ATOMIC_RELAXED);
+
+  if (sock != CURL_SOCKET_BAD)
+    shutdown (sock, SHUT_RDWR);
 }
 
 /* curl_easy_setopt on e, until one fails: rc says which. */

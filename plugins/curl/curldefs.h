@@ -268,6 +268,8 @@ extern int connection_init (void);
 extern void connection_unload (void);
 extern struct conn *conn_new (void);
 extern void conn_free (struct conn *c);
+extern void conn_stop (void);
+extern void conn_abort (struct conn *c);
 
 /* script.c: header-script, cookie-script and url-script. */
 extern int script_init (void);

@@ -105,8 +105,11 @@ pool_init (void)
   return 0;
 }
 
-/* The threads of pool_start, joined at unload. */
+/* The threads of pool_start, joined at unload, and the handle each is
+ * warming (NULL before and after), under pool.lock.
+ */
 static pthread_t *warmers;
+static struct conn **warming;
 static unsigned nr_warmers;
 
 void
@@ -114,8 +117,21 @@ pool_unload (void)
 {
   unsigned i;
 
+  /* A client that came and went (one read of a boot sector) leaves
+   * warm-ups in flight: end them rather than wait a round trip or two
+   * for answers nobody needs.
+   */
+  conn_stop ();
+  {
+    LOCK_FOR_SCOPE (&pool.lock);
+    for (i = 0; i < nr_warmers; i++)
+      if (warming[i] != NULL)
+        conn_abort (warming[i]);
+  }
   for (i = 0; i < nr_warmers; i++)
     pthread_join (warmers[i], NULL);
+  free (warming);
+  warming = NULL;
   free (warmers);
   warmers = NULL;
   nr_warmers = 0;
@@ -206,6 +222,7 @@ unreserve_locked (void)
 static void *
 warm_one (void *arg)
 {
+  struct conn **slot = arg;
   struct conn *c;
 
   {
@@ -215,9 +232,11 @@ warm_one (void *arg)
       unreserve_locked ();
       return NULL;
     }
+    *slot = c;
   }
   engine_warm (c);
   LOCK_FOR_SCOPE (&pool.lock);
+  *slot = NULL;
   pool.nr_warming--;
   put_locked (c);
   return NULL;
@@ -259,9 +278,12 @@ pool_start (void)
   nbdkit_debug ("%s: answers take %" PRIi64 " ms: opening %u more "
                 "connections", cfg.shown_url, rtt / 1000000, n);
   warmers = calloc (n, sizeof warmers[0]);
+  warming = calloc (n, sizeof warming[0]);
   for (i = 0; i < n; i++) {
-    err = warmers ? pthread_create (&warmers[nr_warmers], NULL,
-                                    warm_one, NULL) : ENOMEM;
+    err = warmers && warming
+      ? pthread_create (&warmers[nr_warmers], NULL, warm_one,
+                        &warming[nr_warmers])
+      : ENOMEM;
     if (err == 0)
       nr_warmers++;
     else {
