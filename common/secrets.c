@@ -140,6 +140,82 @@ header_name (const char *s, size_t n)
   return 0;
 }
 
+/* A word of a message that may be a URL ("http://user:pw@host/p?sig",
+ * or without a scheme "user:pw@host"): its user name and password, up
+ * to the last '@' (a password may hold '/', '?', '@'), become "***@",
+ * and its query "?***" (a redirect's URL may be presigned).  Anything
+ * with neither "://" nor '@' is shown as it is.
+ */
+static void
+add_url_like (char *buf, size_t size, size_t *used, const char *s, size_t n)
+{
+  const char *end = s + n, *sep = memmem (s, n, "://", 3);
+  const char *auth = sep ? sep + 3 : s, *at = NULL, *p, *q;
+
+  for (p = auth; p < end; p++)
+    if (*p == '@')
+      at = p;
+  if (sep == NULL && at == NULL) {
+    add (buf, size, used, s, n);
+    return;
+  }
+  add (buf, size, used, s, auth - s);
+  if (at != NULL) {
+    add (buf, size, used, "***@", 4);
+    auth = at + 1;
+  }
+  q = memchr (auth, '?', end - auth);
+  if (q == NULL)
+    add (buf, size, used, auth, end - auth);
+  else {
+    add (buf, size, used, auth, q - auth);
+    add (buf, size, used, "?***", 4);
+  }
+}
+
+/* Words separated by spaces, each shown by add_url_like. */
+static void
+add_words (char *buf, size_t size, size_t *used, const char *s, size_t n)
+{
+  size_t w;
+
+  while (n > 0) {
+    for (w = 0; w < n && s[w] != ' ' && s[w] != '\t'; w++)
+      ;
+    add_url_like (buf, size, used, s, w);
+    s += w;
+    n -= w;
+    for (w = 0; w < n && (s[w] == ' ' || s[w] == '\t'); w++)
+      ;
+    add (buf, size, used, s, w);
+    s += w;
+    n -= w;
+  }
+}
+
+/* A message of libcurl's (a note, or its error buffer) with the URLs
+ * in it masked.  libcurl quotes a URL it cannot use as given,
+ * "Unsupported proxy syntax in 'URL'", and that URL may hold spaces or
+ * quotes of its own: all between the first quote and the last is one
+ * URL.  Elsewhere a URL ends at a space.
+ */
+static void
+add_text (char *buf, size_t size, size_t *used, const char *s, size_t n)
+{
+  const char *open = memchr (s, '\'', n), *close = NULL, *p;
+
+  for (p = s + n; open != NULL && p > open + 1 && close == NULL; p--)
+    if (p[-1] == '\'')
+      close = p - 1;
+  if (close == NULL) {
+    add_words (buf, size, used, s, n);
+    return;
+  }
+  add_words (buf, size, used, s, open + 1 - s);
+  add_url_like (buf, size, used, open + 1, close - (open + 1));
+  add_words (buf, size, used, close, s + n - close);
+}
+
 /* libcurl's notes: most are harmless, but some quote a secret. */
 static void
 add_note (char *buf, size_t size, size_t *used, const char *s, size_t n)
@@ -162,22 +238,6 @@ add_note (char *buf, size_t size, size_t *used, const char *s, size_t n)
     add (buf, size, used, " with user ***", 14);
     return;
   }
-  /* A URL with user:password@ in a note ("Unsupported proxy syntax in
-   * 'http://user:pw@host:99999'"): the user name and password go.
-   */
-  p = memmem (s, n, "://", 3);
-  if (p != NULL) {
-    const char *at = NULL, *q;
-
-    for (q = p + 3; q < s + n && *q != ' ' && *q != '\'' && *q != '"'; q++)
-      if (*q == '@')
-        at = q;
-    if (at != NULL) {
-      add (buf, size, used, s, p + 3 - s);
-      add_note (buf, size, used, at + 1, n - (at + 1 - s));
-      return;
-    }
-  }
   /* "Uses proxy env variable http_proxy == 'http://user:pw@...'". */
   p = memmem (s, n, " == '", 5);
   if (p != NULL && memmem (s, p - s, "proxy", 5) != NULL) {
@@ -194,13 +254,16 @@ add_note (char *buf, size_t size, size_t *used, const char *s, size_t n)
       open = p;
   if (open != NULL) {
     name = header_name (open + 1, n - (open + 1 - s));
-    add (buf, size, used, s, open + 1 - s);
+    add_text (buf, size, used, s, open + 1 - s);
     add_header (buf, size, used, open + 1, n - (open + 1 - s), name, false);
     if (buf[*used - 1] != ']')
       add (buf, size, used, "]", 1);
     return;
   }
-  add (buf, size, used, s, n);
+  /* "Unsupported proxy syntax in 'user:pw@host:99999'", "Issue another
+   * request to this URL: 'http://host/p?sig=...'".
+   */
+  add_text (buf, size, used, s, n);
 }
 
 void
@@ -257,6 +320,17 @@ show_debug (curl_infotype type, const char *data, size_t size,
     data += len;
     size -= len;
   }
+}
+
+void
+shown_message (const char *text, char *buf, size_t size)
+{
+  size_t used = 0;
+
+  if (size == 0)
+    return;
+  buf[0] = '\0';
+  add_text (buf, size, &used, text, strlen (text));
 }
 
 /* The same by hand, for a URL that does not parse or has an '@': all

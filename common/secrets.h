@@ -47,6 +47,13 @@ extern int debug_shown (CURL *easy, curl_infotype type, char *data,
  */
 extern bool safe_request_header (const char *name, size_t len);
 
+/* A message of libcurl's (its error buffer) as it may be shown: in
+ * every URL in it, with or without a scheme, the user name and password
+ * replaced by "***@" and the query by "?***", by the rule -v's notes
+ * follow.  At most size bytes, with the '\0', go in buf.
+ */
+extern void shown_message (const char *text, char *buf, size_t size);
+
 /* url without user:password@, and with "?..." for its query (a
  * presigned URL's signature), for messages; NULL when out of memory.
  * Free it with free.

@@ -29,25 +29,17 @@ say (struct pipe_state *st, const char *fmt, ...)
   va_end (ap);
 }
 
-/* libcurl quotes a proxy URL it cannot use, password and all. */
+/* libcurl's error buffer quotes a URL it cannot use, password and
+ * all: a proxy's from -x, or from http_proxy or ALL_PROXY, with or
+ * without a scheme.  Shown with every URL in it masked.
+ */
 static void
-hide_proxy (struct pipe_state *st)
+hide_urls (struct pipe_state *st)
 {
-  const char *proxy = st->opt->proxy;
-  char copy[CURL_ERROR_SIZE], *at, *shown;
-  size_t n;
+  char copy[CURL_ERROR_SIZE];
 
-  if (proxy == NULL || proxy[0] == '\0')
-    return;
-  at = strstr (st->errbuf, proxy);
-  if (at == NULL)
-    return;
-  shown = shown_url (proxy);
-  n = strlen (proxy);
-  snprintf (copy, sizeof copy, "%.*s%s%s", (int) (at - st->errbuf),
-            st->errbuf, shown ? shown : "(the proxy)", at + n);
-  snprintf (st->errbuf, sizeof st->errbuf, "%s", copy);
-  free (shown);
+  shown_message (st->errbuf, copy, sizeof copy);
+  memcpy (st->errbuf, copy, sizeof copy);
 }
 
 /* The exit status for the transfer's result, and its message: curl's
@@ -89,7 +81,7 @@ exit_status (struct pipe_state *st, CURLcode result)
     return result;
   }
   if (result != CURLE_OK) {
-    hide_proxy (st);
+    hide_urls (st);
     /* The error buffer says more than curl_easy_strerror, when set. */
     say (st, "%s: %s%s%s%s", st->url,
          st->errbuf[0] ? st->errbuf : curl_easy_strerror (result),

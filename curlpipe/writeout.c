@@ -7,7 +7,8 @@
  * value is written by one function, which %{name}, %{json} and the
  * list of names main.c checks a format against all use.  The URLs
  * (%{url}, %{url_effective}, %{redirect_url}) are shown as messages
- * show them, without user name, password or query.
+ * show them, without user name, password or query, and so is
+ * %{referer}: with -e ';auto' it is the URL redirected from.
  */
 
 #include <config.h>
@@ -55,7 +56,7 @@ static const struct var vars[] = {
   { "num_redirects", NUMBER, CURLINFO_REDIRECT_COUNT },
   { "proxy_ssl_verify_result", NUMBER, CURLINFO_PROXY_SSL_VERIFYRESULT },
   { "redirect_url", TEXT, 0 },
-  { "referer", TEXT, CURLINFO_REFERER },
+  { "referer", TEXT, 0 },
   { "remote_ip", TEXT, CURLINFO_PRIMARY_IP },
   { "remote_port", NUMBER, CURLINFO_PRIMARY_PORT },
   { "response_code", CODE, CURLINFO_RESPONSE_CODE },
@@ -218,6 +219,10 @@ value (const struct pipe_state *st, int status, const struct var *v,
     curl_easy_getinfo (st->easy, CURLINFO_REDIRECT_URL, &s);
     *text = masked (s);
   }
+  else if (strcmp (v->name, "referer") == 0) {
+    curl_easy_getinfo (st->easy, CURLINFO_REFERER, &s);
+    *text = masked (s);
+  }
   else if (strcmp (v->name, "size_download") == 0)
     *number = st->received;
   else if (strcmp (v->name, "size_upload") == 0)
@@ -344,8 +349,10 @@ put_header (const struct pipe_state *st, const char *name, size_t len,
 }
 
 /* The format, as curl reads it: %{name}, %header{name}, %%, and \n, \r,
- * \t; anything else as it is.  An unknown %{name} writes nothing
- * (main.c warned about it).
+ * \t; anything else as it is, also '%' or '\' and the character after
+ * it, which is then not read again ("%\n" and "\%{name}" are written as
+ * they are).  An unknown %{name} writes nothing (main.c warned about
+ * it).
  */
 void
 write_out (const struct pipe_state *st, int status)
@@ -360,6 +367,11 @@ write_out (const struct pipe_state *st, int status)
       putc (*p == 'n' ? '\n' : *p == 'r' ? '\r' : '\t', fp);
       continue;
     }
+    if (*p == '\\' && p[1]) {
+      putc (*p++, fp);
+      putc (*p, fp);
+      continue;
+    }
     if (*p == '%' && p[1] == '%') {
       putc (*p++, fp);
       continue;
@@ -369,6 +381,11 @@ write_out (const struct pipe_state *st, int status)
       end = strchr (p + 8, '}');
       put_header (st, p + 8, end - (p + 8), fp);
       p = end;
+      continue;
+    }
+    if (*p == '%' && p[1] && p[1] != '{') {
+      putc (*p++, fp);
+      putc (*p, fp);
       continue;
     }
     end = strncmp (p, "%{", 2) == 0 ? strchr (p + 2, '}') : NULL;
