@@ -42,7 +42,8 @@ take_secret (char *arg)
 }
 
 /* -H: a header whose value may be a secret (any but the few that carry
- * none, by the rule -v shows headers with) keeps its name in argv.
+ * none, by the rule -v shows headers with) keeps its name in argv; so
+ * does a malformed one ("X;y: token"), whose rest may be a value.
  */
 char *
 take_header (char *arg)
@@ -50,35 +51,41 @@ take_header (char *arg)
   char *copy = strdup (arg);
   size_t name = strcspn (arg, ":;");
 
-  if (copy != NULL && arg[name] == ':' && !safe_request_header (arg, name))
+  if (copy != NULL && arg[name] != '\0' &&
+      !(arg[name] == ':' && safe_request_header (arg, name)))
     blank (arg + name + 1, strlen (arg + name + 1));
   return copy;
 }
 
-/* A URL's password (scheme://user:PASSWORD@host...): all between the
- * first ':' of the authority and the last '@' before the path, which
- * also covers a password with an unencoded '/', '?' or '#'.
+/* A URL's user name and password, "scheme://USER:PASSWORD@host..." or
+ * without a scheme "USER:PASSWORD@host" (curl takes both, for the URL
+ * and for -x): all of the authority up to the last '@', which also
+ * covers a password with an unencoded '/', '?' or '#', and a token
+ * given as the user name with no password.
  */
 char *
 take_url (char *arg)
 {
   char *copy = strdup (arg);
-  char *auth = strstr (arg, "://"), *at, *colon;
+  char *auth = arg, *at;
+  size_t scheme = strspn (arg, "abcdefghijklmnopqrstuvwxyz"
+                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
 
-  if (copy == NULL || auth == NULL)
-    return copy;
-  auth += 3;
+  if (copy == NULL)
+    return NULL;
+  if (scheme > 0 && strncmp (arg + scheme, "://", 3) == 0)
+    auth = arg + scheme + 3;
   at = strrchr (auth, '@');
-  colon = strchr (auth, ':');
-  if (at != NULL && colon != NULL && colon < at)
-    blank (colon + 1, at - (colon + 1));
+  if (at != NULL)
+    blank (auth, at - auth);
   return copy;
 }
 
 /* -T FILE with a URL whose path is empty or ends in '/': curl uploads
  * to the URL with FILE's base name (URL-encoded) put at the end of the
- * path.  NULL when out of memory; else a new string (the URL unchanged
- * when it names a file already).
+ * path, the base name being what follows the last '/' or backslash (on
+ * every system, as curl takes it).  NULL when out of memory; else a new
+ * string (the URL unchanged when it names a file already).
  */
 char *
 url_with_file_name (const char *url, const char *file)
@@ -87,11 +94,14 @@ url_with_file_name (const char *url, const char *file)
   const char *host = scheme ? scheme + 3 : url;
   const char *path_end = host + strcspn (host, "?#");
   const char *slash = memchr (host, '/', path_end - host);
-  const char *base = strrchr (file, '/');
+  const char *base = strrchr (file, '/'), *bs;
   char *escaped, *r = NULL;
   bool need_slash;
 
   base = base ? base + 1 : file;
+  bs = strrchr (base, '\\');
+  if (bs != NULL)
+    base = bs + 1;
   if (*base == '\0' ||
       (slash != NULL && path_end[-1] != '/'))
     return strdup (url);

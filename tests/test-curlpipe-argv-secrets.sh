@@ -74,7 +74,7 @@ run(["--proxy-user", "pu:PROXYSECRET", "--noproxy", "*",
      "-x", "http://px:PROXYURLSECRET@127.0.0.1:" + dead,
      "http://bob:URLSECRET@%s/headers" % hostport],
     ["PROXYSECRET", "PROXYURLSECRET", "URLSECRET"],
-    ["--proxy-user", "http://px:", "@127.0.0.1:" + dead,
+    ["--proxy-user", "http://", "@127.0.0.1:" + dead,
      "@%s/headers" % hostport],
     ["Authorization: Basic " + b64])
 if bad:
