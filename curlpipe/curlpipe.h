@@ -41,7 +41,8 @@ struct options {
   const char *dump_header;      /* -D FILE, "-" for standard output */
   const char *write_out;        /* -w FORMAT */
   const char *trace;            /* --trace-ascii FILE, "-": stderr */
-  const char *referer;          /* -e */
+  char *referer;                /* -e URL, a copy without ";auto" */
+  bool autoreferer;             /* -e ';auto', -e 'URL;auto' */
   const char *upload_name;      /* -T FILE */
   bool remote_name;             /* -O */
   bool data_binary;             /* --data-binary @- */

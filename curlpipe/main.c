@@ -153,20 +153,30 @@ parse_size (const char *opt, const char *s)
   return (curl_off_t) (n << shift);
 }
 
-/* An HTTP method is a token (RFC 9110 5.6.2): no spaces or controls. */
+/* An HTTP method or header name is a token (RFC 9110 5.6.2): no
+ * spaces or controls.  The first len bytes of s.
+ */
 static bool
-is_token (const char *s)
+is_token_n (const char *s, size_t len)
 {
   static const char extra[] = "!#$%&'*+-.^_`|~";
+  size_t i;
 
-  if (*s == '\0')
+  if (len == 0)
     return false;
-  for (; *s; s++) {
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-          (*s >= '0' && *s <= '9') || strchr (extra, *s) != NULL))
+  for (i = 0; i < len; i++) {
+    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+          (s[i] >= '0' && s[i] <= '9') ||
+          (s[i] != '\0' && strchr (extra, s[i]) != NULL)))
       return false;
   }
   return true;
+}
+
+static bool
+is_token (const char *s)
+{
+  return is_token_n (s, strlen (s));
 }
 
 static struct curl_slist *
@@ -194,9 +204,16 @@ add_header (struct options *opt, char *arg)
     out_of_memory ();
   name = strcspn (h, ":;");
 
+  /* The message names the header when it has a name, never more: the
+   * rest may be a token ("Authorization: Bearer T\r", "X;y: T").
+   */
   if (strpbrk (h, "\r\n") != NULL || name == 0 || h[name] == '\0' ||
-      (h[name] == ';' && h[name + 1] != '\0'))
-    usage_error ("-H: '%s' is not one 'Name: value' or 'Name;' header", h);
+      (h[name] == ';' && h[name + 1] != '\0')) {
+    if (h[name] != '\0' && is_token_n (h, name))
+      usage_error ("-H %.*s: not one 'Name: value' or 'Name;' header "
+                   "(its value is not shown)", (int) name, h);
+    usage_error ("-H: not one 'Name: value' or 'Name;' header (not shown)");
+  }
   if (name == 14 && strncasecmp (h, "content-length", 14) == 0 &&
       h[name] == ':') {
     opt->upload_size = parse_size ("-H Content-Length", h + 15 +
@@ -293,7 +310,8 @@ write_out_format (const char *arg, char **allocated)
   if (arg[0] == '@')
     f = *allocated = read_format (arg + 1);
   for (p = f; *p; p++) {
-    if (p[0] == '%' && p[1] == '%') {
+    /* "%%", "\\%", "%\\": the second character is not read again. */
+    if (p[1] != '\0' && ((p[0] == '%' && p[1] != '{') || p[0] == '\\')) {
       p++;
       continue;
     }
@@ -383,7 +401,9 @@ bad_option (int argc, char *argv[])
     fprintf (stderr, "curlpipe: option -%c: %s\n", optopt,
              strchr (short_options, optopt) ? "needs a value" : "unknown");
   else
-    fprintf (stderr, "curlpipe: %s: unknown option or missing value\n",
+    /* Its name only: "--prox=http://user:pw@host" is ambiguous. */
+    fprintf (stderr, "curlpipe: %.*s: unknown or ambiguous option, or "
+             "missing value\n", (int) strcspn (argv[optind - 1], "="),
              argv[optind - 1]);
   fprintf (stderr, "Try 'curlpipe --help'.\n");
   exit (EXIT_USAGE);
@@ -426,6 +446,26 @@ parse_count (const char *opt, const char *s, long min)
   if (errno != 0 || end == s || *end != '\0' || n < min || n > 1000000)
     usage_error ("%s '%s': not a count", opt, s);
   return n;
+}
+
+/* -e: as curl reads it, ";auto" anywhere turns on the automatic
+ * Referer of -L's redirects and ends the URL sent as the first one
+ * ("URL;auto": Referer URL; ";auto": none).
+ */
+static void
+set_referer (struct options *opt, const char *arg)
+{
+  const char *at = strstr (arg, ";auto");
+  size_t len = at ? (size_t) (at - arg) : strlen (arg);
+
+  free (opt->referer);
+  opt->referer = NULL;
+  opt->autoreferer = at != NULL;
+  if (len > 0) {
+    opt->referer = strndup (arg, len);
+    if (opt->referer == NULL)
+      out_of_memory ();
+  }
 }
 
 static bool
@@ -486,7 +526,7 @@ set_option (struct options *opt, int c, char *arg)
     opt->url = url_copy (arg);
     break;
   case OPT_CAPATH: opt->capath = arg; break;
-  case 'e': opt->referer = arg; break;
+  case 'e': set_referer (opt, arg); break;
   case 'L': opt->follow = true; break;
   case OPT_MAX_REDIRS:
     opt->max_redirs = parse_count ("--max-redirs", arg, -1);
@@ -508,8 +548,8 @@ set_option (struct options *opt, int c, char *arg)
    */
   case OPT_DATA_BINARY:
     if (arg[0] != '@')
-      usage_error ("--data-binary '%s': only @- (standard input) or @FILE; "
-                   "the body is standard input", arg);
+      usage_error ("--data-binary: only @- (standard input) or @FILE; "
+                   "the body is standard input (the value is not shown)");
     upload_file (arg + 1);
     opt->data_binary = true;
     break;
@@ -600,8 +640,6 @@ finish_options (struct options *opt)
   if (opt->remote_name && opt->output == NULL)
     opt->output = remote_file_name (opt->url);
   if (opt->data_binary) {
-    if (opt->method == NULL)
-      opt->method = "POST";
     if (!has_header (opt, "content-type"))
       opt->headers = append (opt->headers, "Content-Type: "
                              "application/x-www-form-urlencoded");
@@ -677,6 +715,7 @@ main (int argc, char *argv[])
   free (opt.proxy_userpwd);
   free (opt.proxy);
   free (opt.bearer);
+  free (opt.referer);
   free (remote_name);
   curl_global_cleanup ();
   return status;

@@ -149,17 +149,23 @@ set_upload_size (struct pipe_state *st, CURL *e)
 {
   struct stat sb;
   off_t pos;
+  curl_off_t size = -1;
   CURLcode rc = CURLE_OK;
 
   /* Where -L's seek_cb goes back to in a regular file. */
   st->in_start = lseek (st->in.fd, 0, SEEK_CUR);
-  if (st->opt->upload_size >= 0) {
-    SET (CURLOPT_INFILESIZE_LARGE, st->opt->upload_size);
-  }
+  if (st->opt->upload_size >= 0)
+    size = st->opt->upload_size;
   else if (fstat (st->in.fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
     pos = lseek (st->in.fd, 0, SEEK_CUR);
     if (pos >= 0 && pos <= sb.st_size)
-      SET (CURLOPT_INFILESIZE_LARGE, (curl_off_t) (sb.st_size - pos));
+      size = sb.st_size - pos;
+  }
+  if (size >= 0 && st->opt->data_binary) {
+    SET (CURLOPT_POSTFIELDSIZE_LARGE, size);
+  }
+  else if (size >= 0) {
+    SET (CURLOPT_INFILESIZE_LARGE, size);
   }
   return rc;
 }
@@ -224,7 +230,16 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   SET (CURLOPT_URL, opt->url);
   SET (CURLOPT_ERRORBUFFER, st->errbuf);
   SET (CURLOPT_NOSIGNAL, 1L);
-  SET (CURLOPT_UPLOAD, 1L);
+  /* --data-binary: a real POST (its body from read_cb, chunked when
+   * its length is unknown), which -L turns into a GET without a body on
+   * 301, 302 and 303, as curl does; a PUT, or -X's method, stays.
+   */
+  if (opt->data_binary) {
+    SET (CURLOPT_POST, 1L);
+  }
+  else {
+    SET (CURLOPT_UPLOAD, 1L);
+  }
   if (opt->method)
     SET (CURLOPT_CUSTOMREQUEST, opt->method);
   SET (CURLOPT_HTTPHEADER, *headers);
@@ -241,8 +256,10 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_XOAUTH2_BEARER, opt->bearer);
     SET (CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
   }
-  if (opt->referer && strcmp (opt->referer, ";auto") != 0)
+  if (opt->referer)
     SET (CURLOPT_REFERER, opt->referer);
+  if (opt->autoreferer)
+    SET (CURLOPT_AUTOREFERER, 1L);
   /* -L: a body read from a stream cannot be sent again, so a redirect
    * that needs it again fails (see seek_cb); credentials stay with the
    * first host, as in curl.
@@ -254,8 +271,6 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_SEEKDATA, st);
     if (opt->expect100_ms)
       SET (CURLOPT_EXPECT_100_TIMEOUT_MS, opt->expect100_ms);
-    if (opt->referer && strstr (opt->referer, ";auto") != NULL)
-      SET (CURLOPT_AUTOREFERER, 1L);
   }
   SET (CURLOPT_USERAGENT, opt->user_agent ? opt->user_agent
        : "curlpipe/" PACKAGE_VERSION);
