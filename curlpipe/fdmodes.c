@@ -16,6 +16,10 @@
  *   a socket               recv and send with MSG_DONTWAIT, per call;
  *   a regular file, a      used as it is: they never block;
  *   block device
+ *   standard input when    read by a thread of its own with blocking
+ *   the reopen failed      reads, which passes the bytes to the loop
+ *                          through a pipe of curlpipe's own (see
+ *                          start_relay);
  *   anything else, or a    polled before each read or write, which then
  *   reopen that failed     moves at most PIPE_BUF bytes (as much as a
  *                          pipe that polls writable takes at once).
@@ -31,8 +35,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,6 +75,112 @@ reopen_nonblocking (int fd, int mode)
   return open (path, mode | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 }
 
+/* The reader thread (start_relay): standard input's descriptor, the
+ * write end of the pipe it fills, and how its reading ended.  The
+ * thread writes error before it closes wfd; the loop reads it only
+ * after the pipe's end of file and pthread_join.
+ */
+#define RELAY_BUFFER_SIZE (64 * 1024)
+
+static struct relay {
+  pthread_t thread;
+  int fd, wfd;
+  int error;                    /* errno of the read that failed, or 0 */
+  bool running, joined;
+} relay = { .fd = -1, .wfd = -1 };
+
+/* Standard input's bytes into the relay's pipe, with blocking reads
+ * and writes, until its end, a read error, or the loop closing its end
+ * of the pipe.
+ */
+static void *
+relay_thread (void *opaque)
+{
+  char buf[RELAY_BUFFER_SIZE];
+  ssize_t n, w, off;
+  bool more = true;
+
+  while (more) {
+    n = read (relay.fd, buf, sizeof buf);
+    if (n == -1 && errno == EINTR)
+      continue;
+    if (n == -1)
+      relay.error = errno;
+    more = n > 0;
+    for (off = 0; more && off < n; off += w) {
+      w = write (relay.wfd, buf + off, n - off);
+      if (w == -1 && errno == EINTR)
+        w = 0;
+      else if (w == -1)
+        more = false;           /* the loop closed its end */
+    }
+  }
+  close (relay.wfd);
+  return NULL;
+}
+
+/* A blocking standard input that could not be opened again (a pipe
+ * made by another user: EACCES), shared with other readers.  poll and
+ * then read() is not enough: a sibling may take the bytes in between,
+ * and the read blocks the whole loop.  FIONREAD first would narrow that
+ * window, not close it.  So a thread owns the blocking reads, and the
+ * loop reads what it passes on from a pipe that is curlpipe's alone,
+ * non-blocking.  Nothing of the shared description is changed.  The
+ * thread is never stopped: at exit it may sit in read(), and the bytes
+ * it took then are lost, as those libcurl had not sent yet would be.
+ * False when it could not start (standard input is then polled).
+ */
+static bool
+start_relay (struct io *io, int fd)
+{
+  int p[2], flags;
+  sigset_t all, old;
+  bool ok;
+
+  if (pipe2 (p, O_CLOEXEC) == -1)
+    return false;
+  flags = fcntl (p[0], F_GETFL);
+  if (flags == -1 || fcntl (p[0], F_SETFL, flags | O_NONBLOCK) == -1) {
+    close (p[0]);
+    close (p[1]);
+    return false;
+  }
+  grow_pipe (p[1]);
+  relay.fd = fd;
+  relay.wfd = p[1];
+  /* Signals go to the loop's thread, as they did before. */
+  sigfillset (&all);
+  pthread_sigmask (SIG_SETMASK, &all, &old);
+  ok = pthread_create (&relay.thread, NULL, relay_thread, NULL) == 0;
+  pthread_sigmask (SIG_SETMASK, &old, NULL);
+  if (!ok) {
+    close (p[0]);
+    close (p[1]);
+    return false;
+  }
+  relay.running = true;
+  *io = (struct io) { .fd = p[0], .kind = IO_PLAIN, .owned = true,
+                      .stream = true, .relayed = true };
+  return true;
+}
+
+/* The relay's pipe ended: how the thread's reading ended (0, or -1 and
+ * errno).
+ */
+static ssize_t
+relay_end (void)
+{
+  if (relay.running && !relay.joined) {
+    pthread_join (relay.thread, NULL);
+    relay.joined = true;
+  }
+  if (relay.error != 0) {
+    errno = relay.error;
+    return -1;
+  }
+  return 0;
+}
+
 void
 io_open (struct io *io, int fd, int mode)
 {
@@ -101,6 +213,8 @@ io_open (struct io *io, int fd, int mode)
   flags = fcntl (fd, F_GETFL);
   if (flags != -1 && (flags & O_NONBLOCK))
     io->kind = IO_PLAIN;
+  else if (fd == STDIN_FILENO && mode == O_RDONLY)
+    start_relay (io, fd);
 }
 
 /* -o FILE: curlpipe's own description, so its flags are curlpipe's to
@@ -139,6 +253,12 @@ ready (int fd, short events)
 ssize_t
 io_read (const struct io *io, void *buf, size_t len)
 {
+  ssize_t n;
+
+  if (io->relayed) {
+    n = read (io->fd, buf, len);
+    return n == 0 ? relay_end () : n;
+  }
   switch (io->kind) {
   case IO_SOCKET:
     return recv (io->fd, buf, len, MSG_DONTWAIT);

@@ -53,6 +53,7 @@ struct io {
   } kind;
   bool owned;                   /* curlpipe's own description, to close */
   bool stream;                  /* a pipe or socket */
+  bool relayed;                 /* fd: the reader thread's pipe */
 };
 
 struct pipe_state {
