@@ -15,6 +15,9 @@
 #    signature, checked by nginx's secure_link module) that lives 5 s.
 #    Reads spread over 12 s all succeed; the URL was signed again before
 #    it expired (nginx never answered 410), a few times, not per read.
+#  - Down: url= stops answering; in the second before the link's end
+#    (when it is due for renewal) a read still succeeds with it; after
+#    its end a read fails on url=, the expired link not asked.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -209,7 +212,9 @@ with open(sys.argv[1] + ".new", "w") as f:
 os.rename(sys.argv[1] + ".new", sys.argv[1])
 server.serve_forever()
 ' "$tmp/signer.port" "$tmp/signer.log" </dev/null >"$tmp/signer.out" 2>&1 &
-await_port_file $! "$tmp/signer.port" "$tmp/signer.out" "signing server"
+signer_pid=$!
+await_port_file "$signer_pid" "$tmp/signer.port" "$tmp/signer.out" \
+  "signing server"
 signer_port=$(cat "$tmp/signer.port")
 : >"$tmp/signer.log"
 
@@ -256,3 +261,43 @@ used=$(awk '{ print $4 }' "$tmp/nginx-signed.log" | sort -u | wc -l)
 }
 echo "expiring: $served reads in $secs s, $signed links signed" \
      "($links different), $used used, no 410"
+
+# ----------------------------------------------------------------------
+# The front goes down while a link is still good.  In the second before
+# the link's end its renewal fails, and the link serves meanwhile; once
+# it has expired a read fails, with a message.
+: >"$tmp/signer.log"
+: >"$tmp/nginx-signed.log"
+start_nbdkit down -r "$PLUGIN" "http://127.0.0.1:$signer_port/disk.img" \
+             retries=1 retry-delay=0.1
+stop_pid "$signer_pid"
+expires=$(sed -n 's/.*Expires=\([0-9]*\)&.*/\1/p' "$tmp/signer.log" | head -1)
+[ -n "$expires" ] || fail "down: no link was signed"
+EXPIRES=$expires FILE=$image nbdsh -u "$uri" -c '
+import errno, os, time
+data = open(os.environ["FILE"], "rb").read()
+expires = int(os.environ["EXPIRES"])
+time.sleep(max(0, expires - 0.6 - time.time()))
+assert h.pread(4096, 65536) == data[65536:69632], "the read differs"
+time.sleep(max(0, expires + 1.2 - time.time()))
+try:
+    h.pread(4096, 131072)
+except nbd.Error as e:
+    assert e.errnum == errno.EIO, e.string
+else:
+    raise SystemExit("a read of an expired link succeeded")
+h.shutdown()
+' >"$tmp/down.out" 2>&1 || {
+  cat "$tmp/down.out" >&2
+  fail "down: the good link did not serve, or the expired one did"
+}
+stop_nbdkit down
+# The probe and the read in the link's last second were served by it;
+# the expired link was not asked at all, and the read failed on url=.
+served=$(count "$tmp/nginx-signed.log" " 206 ")
+[ "$served" -eq 2 ] && [ "$(wc -l <"$tmp/nginx-signed.log")" -eq 2 ] || {
+  cat "$tmp/nginx-signed.log" >&2
+  fail "down: the link served $served reads, not the probe and one read"
+}
+assert_grep_i "$tmp/down.err" "pread" "Couldn't connect"
+echo "down: the link served until its end; then url= was asked"

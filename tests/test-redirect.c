@@ -178,7 +178,7 @@ targets (void)
   /* None yet: ask url=. */
   CHECK (!redirect_target_claim (&t, 1000) && t.url == NULL, "no target");
   redirect_target_set ("https://cdn.example/disk.img?Expires=1100", false,
-                       1000);
+                       &home, 1000);
   CHECK (!redirect_target_claim (&t, 1000) && t.url &&
          strstr (t.url, "cdn.example") && !t.trusted && t.expires == 1100,
          "the target, its trust and expiry");
@@ -187,10 +187,13 @@ targets (void)
   /* Life 100 s: renewed 10 s before it ends. */
   CHECK (!redirect_target_claim (&t, 1089), "not yet due");
   free (t.url);
-  CHECK (redirect_target_claim (&t, 1090) && t.url == NULL,
-         "due a tenth of its life before expiry: this request resolves");
+  CHECK (redirect_target_claim (&t, 1090) && t.url && !t.stale &&
+         t.expires == 1100 && redirect_same_origin (&t.home, &home),
+         "due a tenth of its life before expiry: this request resolves, "
+         "and has the old target to fall back to");
+  free (t.url);
   redirect_target_set ("https://cdn.example/disk.img?Expires=2000", false,
-                       1090);
+                       &home, 1090);
   CHECK (!redirect_target_claim (&t, 1091) && t.gen != gen,
          "a new target, a new generation");
   gen = t.gen;
@@ -203,7 +206,9 @@ targets (void)
   CHECK (!redirect_target_claim (&t, 1092), "an old generation's failure");
   free (t.url);
   redirect_target_failed (gen);
-  CHECK (redirect_target_claim (&t, 1092), "stale after a failure");
+  CHECK (redirect_target_claim (&t, 1092) && t.stale,
+         "stale after a failure");
+  free (t.url);
   /* The resolution failed: the old target stays, not stale. */
   redirect_target_release ();
   CHECK (!redirect_target_claim (&t, 1093) && t.url && t.gen == gen,
@@ -212,14 +217,32 @@ targets (void)
   /* url= no longer redirects. */
   redirect_target_failed (gen);
   CHECK (redirect_target_claim (&t, 1094), "stale again");
-  redirect_target_set (NULL, true, 1094);
+  free (t.url);
+  redirect_target_set (NULL, true, &home, 1094);
   CHECK (!redirect_target_claim (&t, 1095) && t.url == NULL,
          "no target: url= itself");
+  /* The target redirects further: reads go to where it leads, in a
+   * new generation; a move reported for an older one is ignored.
+   */
+  redirect_target_set ("https://cdn.example/a.img", false, &home, 1000);
+  CHECK (!redirect_target_claim (&t, 1000), "a target");
+  gen = t.gen;
+  free (t.url);
+  redirect_target_moved (gen, "https://edge.example/a.img", false, 1001);
+  CHECK (!redirect_target_claim (&t, 1001) && t.url &&
+         strstr (t.url, "edge.example") && t.gen != gen &&
+         strcmp (t.origin.host, "edge.example") == 0, "moved");
+  free (t.url);
+  redirect_target_moved (gen, "https://other.example/a.img", false, 1002);
+  CHECK (!redirect_target_claim (&t, 1002) && t.url &&
+         strstr (t.url, "edge.example"), "an old generation's move");
+  free (t.url);
+
   /* Expired already when found (the signer's clock is behind ours):
    * not renewed at every request, only when it fails.
    */
   redirect_target_set ("https://cdn.example/disk.img?Expires=900", false,
-                       1000);
+                       &home, 1000);
   CHECK (!redirect_target_claim (&t, 1001) && t.url && t.expires == -1,
          "an expiry already past is not used");
   free (t.url);

@@ -769,12 +769,47 @@ resolve (struct conn *c, struct xfer *x, bool claimed)
     nbdkit_debug ("%s: %s redirects to %s://%s:%ld: reads go there "
                   "directly", x->what, cfg.shown_url, at.scheme, at.host,
                   at.port);
-    redirect_target_set (end, trusted, epoch_now ());
+    redirect_target_set (end, trusted, &home, epoch_now ());
   }
   else if (claimed && r == 0)
-    redirect_target_set (NULL, true, epoch_now ());
+    redirect_target_set (NULL, true, &home, epoch_now ());
   else if (claimed)
     redirect_target_release ();
+  return r;
+}
+
+/* A renewal before expiry failed for a reason of the moment (the
+ * redirector is down or busy): the target it was to replace has not
+ * expired, and serves meanwhile.  Not a target that failed itself, nor
+ * a new chain that led to another object.
+ */
+static bool
+fall_back (const struct xfer *x, const struct target *t)
+{
+  return t->url != NULL && !t->stale && !x->reported &&
+    x->v == VERDICT_RETRY && t->expires > epoch_now ();
+}
+
+/* The request at the remembered target t, following its redirects by
+ * the rules for the origin its chain started from; a target that
+ * redirects further is replaced by where that leads.
+ */
+static int
+at_target (struct conn *c, struct xfer *x, struct target *t)
+{
+  struct redirect_rules rr = rules;
+  CLEANUP_FREE char *end = NULL;
+  int r;
+
+  rr.home = &t->home;
+  r = chain (&rr, c, x, t->url, &t->origin, &t->trusted, &end);
+  if (r == 0 && end != NULL) {
+    nbdkit_debug ("%s: the redirect target of %s redirects to "
+                  "%s://%s:%ld: reads go there directly", x->what,
+                  cfg.shown_url, t->origin.scheme, t->origin.host,
+                  t->origin.port);
+    redirect_target_moved (t->gen, end, t->trusted, epoch_now ());
+  }
   return r;
 }
 
@@ -788,7 +823,6 @@ static int
 attempt (struct conn *c, struct xfer *x)
 {
   struct target t;
-  CLEANUP_FREE char *end = NULL;
   unsigned tries;
   int r = -1;
 
@@ -798,14 +832,20 @@ attempt (struct conn *c, struct xfer *x)
   if (!uses_target (x))
     return resolve (c, x, false);
   for (tries = 0; tries < 2; tries++) {
-    if (redirect_target_claim (&t, epoch_now ()))
-      return resolve (c, x, true);
+    if (redirect_target_claim (&t, epoch_now ())) {
+      r = resolve (c, x, true);
+      if (r == 0 || !fall_back (x, &t)) {
+        free (t.url);
+        return r;
+      }
+      nbdkit_debug ("%s: %s: asking for a new redirect target failed "
+                    "(%s): the old one has not expired yet", x->what,
+                    cfg.shown_url, x->why);
+    }
     if (t.url == NULL)
       return resolve (c, x, false);
-    r = chain (&rules, c, x, t.url, &t.origin, &t.trusted, &end);
+    r = at_target (c, x, &t);
     free (t.url);
-    free (end);
-    end = NULL;
     if (r == 0)
       return 0;
     if (x->reported || !(target_gone (x->a.status) ||

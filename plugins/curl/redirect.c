@@ -291,10 +291,11 @@ static bool resolving;           /* a request is finding a new one */
 
 /* The target to send a request to: a copy into *t (t->url to free; NULL
  * means url=), its generation in t->gen.  When it is due for renewal
- * (expired, or stale after a failure), the first caller to see it is
- * told to resolve it (returns true with t->url NULL: ask url= and call
- * redirect_target_set or redirect_target_release), and the others wait
- * for its result.  now is seconds since the epoch.
+ * (near its expiry, or stale after a failure), the first caller to see
+ * it is told to resolve it (returns true: ask url= and call
+ * redirect_target_set or redirect_target_release; *t is still the old
+ * target, which a renewal before expiry that fails may fall back to),
+ * and the others wait for its result.  now is seconds since the epoch.
  */
 bool
 redirect_target_claim (struct target *t, int64_t now)
@@ -317,18 +318,19 @@ redirect_target_claim (struct target *t, int64_t now)
     if (!resolving) {
       resolving = true;
       *t = current;
-      t->url = NULL;
+      t->url = strdup (current.url);
       return true;
     }
     pthread_cond_wait (&resolved, &lock);
   }
 }
 
-/* The chain from url= ends at url (a copy is kept), trusted or not;
- * found is now.  Ends a claim.
+/* The chain from a URL at origin home ends at url (a copy is kept),
+ * trusted or not; found is now.  Ends a claim.
  */
 void
-redirect_target_set (const char *url, bool trusted, int64_t now)
+redirect_target_set (const char *url, bool trusted,
+                     const struct origin *home, int64_t now)
 {
   char *copy = url ? strdup (url) : NULL;
   LOCK_FOR_SCOPE (&lock);
@@ -336,6 +338,7 @@ redirect_target_set (const char *url, bool trusted, int64_t now)
   free (current.url);
   current.url = copy;
   current.trusted = trusted;
+  current.home = *home;
   current.stale = false;
   current.found = now;
   current.expires = copy ? redirect_expiry (copy) : -1;
@@ -353,6 +356,34 @@ redirect_target_set (const char *url, bool trusted, int64_t now)
   current.gen++;
   resolving = false;
   pthread_cond_broadcast (&resolved);
+}
+
+/* The target of generation gen redirected further, to url (trusted or
+ * not): reads go there from now on.  Not a claim: a request resolving
+ * meanwhile goes on, and a later generation is left alone.
+ */
+void
+redirect_target_moved (unsigned gen, const char *url, bool trusted,
+                       int64_t now)
+{
+  char *copy = strdup (url);
+  struct origin o;
+  LOCK_FOR_SCOPE (&lock);
+
+  if (copy == NULL || current.url == NULL || current.gen != gen ||
+      redirect_origin (copy, &o) == -1) {
+    free (copy);
+    return;
+  }
+  free (current.url);
+  current.url = copy;
+  current.trusted = trusted;
+  current.origin = o;
+  current.found = now;
+  current.expires = redirect_expiry (copy);
+  if (current.expires >= 0 && current.expires <= now + 1)
+    current.expires = -1;
+  current.gen++;
 }
 
 /* A claim ended without a new target (the request failed): the old one

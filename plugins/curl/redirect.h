@@ -37,6 +37,7 @@ struct target {
   char *url;                    /* NULL: none, ask url= */
   bool trusted;                 /* may have the user's secrets */
   struct origin origin;
+  struct origin home;           /* the origin of the URL it came from */
   int64_t found;                /* when (seconds since the epoch) */
   int64_t expires;              /* what its URL says, or -1 */
   bool stale;                   /* it failed: resolve it again */
@@ -55,7 +56,9 @@ extern int64_t redirect_expiry (const char *url);
 
 extern bool redirect_target_claim (struct target *t, int64_t now);
 extern void redirect_target_set (const char *url, bool trusted,
-                                 int64_t now);
+                                 const struct origin *home, int64_t now);
+extern void redirect_target_moved (unsigned gen, const char *url,
+                                   bool trusted, int64_t now);
 extern void redirect_target_release (void);
 extern void redirect_target_failed (unsigned gen);
 extern void redirect_unload (void);
