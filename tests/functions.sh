@@ -1100,3 +1100,51 @@ socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' \
   cat "$tmp/$name.out" >&2
   fail "tinyproxy ($name) did not start"
 }
+
+# ----------------------------------------------------------------------
+# read_fails OFFSET COUNT: a read of COUNT bytes at OFFSET from $uri must
+# fail with EIO (never give bytes).
+read_fails ()
+{
+  OFF=$1 N=$2 nbdsh -u "$uri" -c '
+import errno, os
+try:
+    h.pread(int(os.environ["N"]), int(os.environ["OFF"]))
+except nbd.Error as e:
+    assert e.errnum == errno.EIO, e.string
+else:
+    raise SystemExit("a read that must fail gave bytes")
+h.shutdown()
+'
+}
+
+# replaced_read V1 V2 FILE MTIME: through $uri, read 64 KiB at 0 (must
+# be V1's), replace FILE (served by a web server) by a copy of V2 of
+# the same size with the modification time MTIME (seconds since the
+# epoch, decimals allowed), renamed over it as a new version would be,
+# then read 64 KiB at 512 KiB: that read must fail with EIO, never give
+# V2's (or any) bytes.
+replaced_read ()
+{
+  V1=$1 V2=$2 DISK=$3 MTIME=$4 nbdsh -u "$uri" -c '
+import errno, os, shutil
+v1 = open(os.environ["V1"], "rb").read()
+v2 = open(os.environ["V2"], "rb").read()
+assert h.pread(65536, 0) == v1[:65536], "the first read is not v1"
+tmp = os.environ["DISK"] + ".new"
+shutil.copyfile(os.environ["V2"], tmp)
+os.chmod(tmp, 0o666)
+ns = round(float(os.environ["MTIME"]) * 1e9)
+os.utime(tmp, ns=(ns, ns))
+os.rename(tmp, os.environ["DISK"])
+try:
+    got = h.pread(65536, 524288)
+except nbd.Error as e:
+    assert e.errnum == errno.EIO, e.string
+else:
+    which = "v2" if got == v2[524288:589824] else "other"
+    raise SystemExit("a read after the replacement returned %s bytes" % which)
+h.shutdown()
+'
+}
+

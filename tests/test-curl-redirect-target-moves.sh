@@ -62,15 +62,6 @@ start_nbdkit b -r "$PLUGIN" "http://127.0.0.1:$front_port/disk.img" \
   connections=1
 reads 65536 2 || fail "(b) reads before the loop failed"
 touch "$tmp/nginx-img/loop"
-nbdsh -u "$uri" -c '
-import errno
-try:
-    h.pread(4096, 524288)
-except nbd.Error as e:
-    assert e.errnum == errno.EIO, e.string
-else:
-    raise SystemExit("a read through a redirect loop succeeded")
-h.shutdown()
-' || fail "(b) the read through the loop did not fail with EIO"
+read_fails 524288 4096 || fail "(b) the read through the loop did not fail"
 stop_nbdkit b
 assert_grep_i "$tmp/b.err" "more than 20 redirects"
