@@ -424,7 +424,10 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
   if ((now.tv_sec - x->stop_checked.tv_sec) * 1000000000L +
       (now.tv_nsec - x->stop_checked.tv_nsec) >= 200000000L) {
     x->stop_checked = now;
-    if (remote_stopping ()) {
+    /* Not for a warm-up: asking prints an error once nbdkit shuts down,
+     * and pool_unload ends warm-ups itself.
+     */
+    if (!x->quiet && remote_stopping ()) {
       x->a.stopped = true;
       return 1;
     }
@@ -905,7 +908,10 @@ perform_on (struct conn *c, struct xfer *x)
       curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
       continue;
     }
-    if (x->v != VERDICT_RETRY || try >= cfg.retries)
+    /* A warm-up is not tried again: the reads that follow meet what
+     * failed, and its sleep would hold up nbdkit's exit.
+     */
+    if (x->v != VERDICT_RETRY || try >= cfg.retries || x->quiet)
       break;
     delay = cfg.retry_delay_ms;
     for (unsigned i = 0; i < try && delay < MAX_RETRY_DELAY_MS; i++)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# test-curl-exit-quiet.sh: a client that reads a boot sector and leaves
+# while the plugin's warm-up connections are still waiting for answers
+# (a server 40 ms away that stops answering after the probe): nbdkit
+# exits at once with status 0 and prints no error: the warm-ups are
+# ended, not waited for and not reported.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")}/functions.sh"
+requires_plugin
+requires_nbdsh
+
+make_random_file "$tmp/disk.img" $((1024 * 1024))
+start_fault_server stall-after-probe "$tmp/disk.img"
+start_linkem "$fault_port" 40
+st=0
+t0=$EPOCHREALTIME
+timeout 60 "${NBDKIT[@]}" -r -U - -v "$PLUGIN" \
+  "http://127.0.0.1:$linkem_port/disk.img" \
+  --run 'sleep 0.5; '"$PYTHON_NBD"' -m nbd -u "$uri" -c "h.pread(512, 0)"' \
+  </dev/null >"$tmp/run.out" 2>"$tmp/run.err" || st=$?
+secs=$(seconds_since "$t0")
+echo "nbdkit ran ${secs} s, status $st"
+[ "$st" -eq 0 ] || { cat "$tmp/run.err" >&2; fail "nbdkit exited with $st"; }
+grep -q 'opening 15 more connections' "$tmp/run.err" ||
+  fail "no warm-up was started: the test did not test"
+stalled=$(grep -c '^stalled: GET' "$tmp/fault.log" || :)
+[ "$stalled" -ge 1 ] || fail "no warm-up was waiting when the client left"
+if grep -E '(^|: )error: ' "$tmp/run.err"; then
+  fail "nbdkit printed errors at its exit"
+fi
+awk -v s="$secs" 'BEGIN { exit !(s < 5) }' ||
+  fail "nbdkit took $secs s to exit"
