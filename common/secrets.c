@@ -7,6 +7,7 @@
 
 #include <config.h>
 
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,23 +71,59 @@ add_without_query (char *buf, size_t size, size_t *used, const char *s,
     add (buf, size, used, sp, n - (sp - s));
 }
 
+/* The user name and password of a URL (n bytes at s), as "***@" would
+ * replace them: *start is where the authority starts and the result
+ * the '@' that ends them, or NULL when there are none.  The authority
+ * follows a scheme and its slashes, "http://", "http:/" (libcurl takes
+ * any number), or a leading "//" (a protocol-relative Location); else
+ * "://" inside the text (a word in a note), else it starts at s ("user:
+ * pw@host", and "http:u:pw@host", as libcurl takes both).  It ends at
+ * the first '/', '?' or '#' (RFC 3986 3.2): an '@' after that, in a
+ * path or a query ("?email=me@example.com"), is no user name's end.
+ */
+static const char *
+find_userinfo (const char *s, size_t n, const char **start)
+{
+  const char *end = s + n, *sep = memmem (s, n, "://", 3), *p = s;
+  const char *at = NULL;
+  size_t scheme = 0;
+
+  while (scheme < n && s[scheme] != '\0' &&
+         (isalnum ((unsigned char) s[scheme]) ||
+          strchr ("+-.", s[scheme]) != NULL))
+    scheme++;
+  if (n >= 2 && s[0] == '/' && s[1] == '/')
+    p = s + 2;
+  else if (scheme > 0 && scheme + 1 < n && s[scheme] == ':' &&
+           s[scheme + 1] == '/')
+    p = s + scheme + 1;
+  else if (sep != NULL)
+    p = sep + 1;
+  while (p < end && *p == '/')
+    p++;
+  *start = p;
+  for (; p < end && *p != '/' && *p != '?' && *p != '#'; p++)
+    if (*p == '@')
+      at = p;
+  return at;
+}
+
 /* A Location header, "Location: URL": without the URL's user name and
- * password (up to the last '@' after "://", as shown_url) and query.
+ * password (find_userinfo) and query.
  */
 static void
 add_location (char *buf, size_t size, size_t *used, const char *s, size_t n)
 {
-  const char *end = s + n, *sep = memmem (s, n, "://", 3), *at = NULL, *q;
+  const char *end = s + n, *url = memchr (s, ':', n), *start, *at;
 
-  if (sep != NULL)
-    for (q = sep + 3; q < end; q++)
-      if (*q == '@')
-        at = q;
+  for (url++; url < end && (*url == ' ' || *url == '\t'); url++)
+    ;
+  at = find_userinfo (url, end - url, &start);
   if (at == NULL) {
     add_without_query (buf, size, used, s, n);
     return;
   }
-  add (buf, size, used, s, sep + 3 - s);
+  add (buf, size, used, s, start - s);
   add (buf, size, used, "***@", 4);
   add_without_query (buf, size, used, at + 1, end - (at + 1));
 }
@@ -141,21 +178,17 @@ header_name (const char *s, size_t n)
 }
 
 /* A word of a message that may be a URL ("http://user:pw@host/p?sig",
- * or without a scheme "user:pw@host"): its user name and password, up
- * to the last '@' (a password may hold '/', '?', '@'), become "***@",
- * and its query "?***" (a redirect's URL may be presigned).  Anything
- * with neither "://" nor '@' is shown as it is.
+ * or without a scheme "user:pw@host"): its user name and password
+ * (find_userinfo) become "***@", and its query "?***" (a redirect's URL
+ * may be presigned).  Anything with neither "://" nor a user name is
+ * shown as it is.
  */
 static void
 add_url_like (char *buf, size_t size, size_t *used, const char *s, size_t n)
 {
-  const char *end = s + n, *sep = memmem (s, n, "://", 3);
-  const char *auth = sep ? sep + 3 : s, *at = NULL, *p, *q;
+  const char *end = s + n, *auth, *at = find_userinfo (s, n, &auth), *q;
 
-  for (p = auth; p < end; p++)
-    if (*p == '@')
-      at = p;
-  if (sep == NULL && at == NULL) {
+  if (memmem (s, n, "://", 3) == NULL && at == NULL) {
     add (buf, size, used, s, n);
     return;
   }
@@ -333,8 +366,12 @@ shown_message (const char *text, char *buf, size_t size)
   add_text (buf, size, &used, text, strlen (text));
 }
 
-/* The same by hand, for a URL that does not parse or has an '@': all
- * up to the last '@' (the user name and password) and the query go.
+/* The same by hand, for a URL that libcurl does not parse: all up to
+ * the last '@' (the user name and password) and the query go.  Such a
+ * URL may be one whose password holds an unencoded '/', '?' or '#'
+ * ("http://u:pw/SEC@host", a port that is no number), so the authority
+ * cannot be told from the rest: an '@' in the path or the query then
+ * hides too much, never a password.
  */
 static char *
 strip_url (const char *url)
@@ -372,12 +409,13 @@ shown_url (const char *url)
 
   if (u == NULL)
     return NULL;
-  /* A password may hold '/', '?' or '#' unencoded, which moves where a
-   * parser ends the host: with an '@' anywhere, strip by hand, up to the
-   * last one.
+  /* A URL libcurl parses is shown as libcurl reads it: its user name
+   * ends at an '@' inside the authority, and an '@' in the path or the
+   * query ("?email=me@example.com") is left where it is.  libcurl goes
+   * to the host it parses, so a password with an unencoded '/' and a
+   * numeric start ("u:12/x@h", host u, port 12) was no password.
    */
-  if ((strstr (url, "://") && strchr (strstr (url, "://"), '@')) ||
-      curl_url_set (u, CURLUPART_URL, url,
+  if (curl_url_set (u, CURLUPART_URL, url,
                     CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK) {
     curl_url_cleanup (u);
     return strip_url (url);

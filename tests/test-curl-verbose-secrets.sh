@@ -57,3 +57,15 @@ for secret in LOCPW LOCUSER; do
     fail "the Location's credentials were printed: $secret"
   fi
 done
+
+# An '@' in the URL's query is no user name's end: the message names
+# the host connected to, not what follows the '@'.
+dead=$(free_port)
+expect_nbdkit_fails at -r "$PLUGIN" \
+  "http://127.0.0.1:$dead/x?e=me@example.com"
+grep -qF "http://127.0.0.1:$dead/x?..." "$tmp/at.err" ||
+  fail "a query with '@': the message does not name the URL:" \
+       "$(cat "$tmp/at.err")"
+! grep -q example "$tmp/at.err" ||
+  fail "a query with '@': the message names the query's host:" \
+       "$(cat "$tmp/at.err")"
