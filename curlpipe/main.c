@@ -412,6 +412,14 @@ bad_option (int argc, char *argv[])
 /* -w's format when read from a file. */
 static char *write_out_allocated;
 
+/* What can block: -w @FILE and @- (a FIFO, a terminal, a pipe whose
+ * writer waits), and -T FILE or --data-binary @FILE (opening a FIFO
+ * waits for its writer).  They are done once every option is parsed and
+ * every secret in argv, the URL's too, is blanked: while one waits,
+ * /proc/PID/cmdline is readable by every user.
+ */
+static const char *write_out_arg, *stdin_file;
+
 /* One option; false for one that getopt did not know. */
 /* Copies of the arguments that argv no longer shows (cmdline.c). */
 static char *
@@ -495,9 +503,7 @@ set_option (struct options *opt, int c, char *arg)
   case OPT_FAIL_WITH_BODY: opt->fail = opt->fail_with_body = true; break;
   case 'o': opt->output = arg; break;
   case 'D': opt->dump_header = arg; break;
-  case 'w':
-    opt->write_out = write_out_format (arg, &write_out_allocated);
-    break;
+  case 'w': write_out_arg = arg; break;
   case 's': opt->silent = true; break;
   case OPT_NO_PROGRESS_METER: opt->silent = true; break;
   case 'v': opt->verbose = true; break;
@@ -550,7 +556,7 @@ set_option (struct options *opt, int c, char *arg)
     if (arg[0] != '@')
       usage_error ("--data-binary: only @- (standard input) or @FILE; "
                    "the body is standard input (the value is not shown)");
-    upload_file (arg + 1);
+    stdin_file = arg + 1;
     opt->data_binary = true;
     break;
   case OPT_RESOLVE: opt->resolve = append (opt->resolve, arg); break;
@@ -562,7 +568,7 @@ set_option (struct options *opt, int c, char *arg)
     opt->upload_size = parse_size ("--upload-size", arg);
     break;
   case 'T':
-    upload_file (arg);
+    stdin_file = arg;
     if (strcmp (arg, "-") != 0 && strcmp (arg, ".") != 0)
       opt->upload_name = arg;
     break;
@@ -609,11 +615,21 @@ remote_file_name (const char *url)
   return remote_name;
 }
 
-/* What options mean together, once all are known. */
+/* What options mean together, once all are known and argv shows no
+ * secret: what may block comes here.
+ */
 static void
 finish_options (struct options *opt)
 {
   char *u;
+
+  /* -w @- reads standard input as it was given, as curl does, not
+   * -T's or --data-binary's file.
+   */
+  if (write_out_arg)
+    opt->write_out = write_out_format (write_out_arg, &write_out_allocated);
+  if (stdin_file)
+    upload_file (stdin_file);
 
   /* -u USER: the password from the terminal (cmdline.c). */
   if (opt->userpwd && strchr (opt->userpwd, ':') == NULL) {
