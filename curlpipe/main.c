@@ -225,19 +225,6 @@ add_header (struct options *opt, char *arg)
   free (h);
 }
 
-static bool
-has_header (const struct options *opt, const char *name)
-{
-  const struct curl_slist *h;
-  size_t len = strlen (name);
-
-  for (h = opt->headers; h != NULL; h = h->next)
-    if (strncasecmp (h->data, name, len) == 0 &&
-        (h->data[len] == ':' || h->data[len] == ';'))
-      return true;
-  return false;
-}
-
 /* -T: curl's "-" and "." are standard input, which curlpipe always
  * streams; a file name makes that file standard input.
  */
@@ -549,8 +536,10 @@ set_option (struct options *opt, int c, char *arg)
     break;
   case OPT_RETRY_FLAG: break;
   /* curl's --data-binary @-: the body from standard input, POST, and
-   * curl's Content-Type for -d unless -H gives one.  @FILE uploads
-   * FILE (without -T's file name on the URL).
+   * curl's Content-Type for -d unless -H gives one: libcurl's own for
+   * CURLOPT_POST, which it leaves off the GET after a 301, 302 or 303
+   * (a -H header would go with the GET too).  @FILE uploads FILE
+   * (without -T's file name on the URL).
    */
   case OPT_DATA_BINARY:
     if (arg[0] != '@')
@@ -655,11 +644,6 @@ finish_options (struct options *opt)
   }
   if (opt->remote_name && opt->output == NULL)
     opt->output = remote_file_name (opt->url);
-  if (opt->data_binary) {
-    if (!has_header (opt, "content-type"))
-      opt->headers = append (opt->headers, "Content-Type: "
-                             "application/x-www-form-urlencoded");
-  }
 }
 
 /* A closed standard descriptor would be reused by the next open, and

@@ -4,7 +4,10 @@
 # a body (curl's CURLOPT_POSTREDIR default), not the POST again, and a
 # 307 keeps the POST and its body.  Run side by side with curl, from a
 # file and from a pipe, and judged by nginx's log of what it received:
-# method, Transfer-Encoding and Content-Length of each request.
+# method, Transfer-Encoding and Content-Length of each request.  The
+# Content-Type curl gives a POST (application/x-www-form-urlencoded)
+# goes with the POST only: the GET after a 301, 302 or 303 has none, and
+# a 307's POST keeps it, as the target server sees them.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -18,6 +21,9 @@ start_nginx "
     location = /m303 { return 303 /target; }
     location = /m307 { return 307 /put/m307.img; }
     location = /target { return 200 'target'; }
+    location = /c302 { return 302 /ctarget; }
+    location = /c307 { return 307 /ctarget; }
+    location = /ctarget { return 200 '\$request_method ct=\$content_type'; }
     location /put/ { dav_methods PUT; alias DIR/www/; }"
 chmod 777 "$tmp/www"
 make_random_file "$tmp/body" 5000
@@ -77,5 +83,27 @@ got=$(requests /put/m307.img)
 [ "$got" = "POST te=- cl=5000" ] ||
   problem "curlpipe (file) 307: /put/m307.img got '$got', expected the" \
           "POST with its 5000 bytes: exit status $st: $(cat "$tmp/err")"
+
+# The Content-Type the target got: curl's and curlpipe's the same.
+for code in 302 307; do
+  case $code in
+    302) want="GET ct=" ;;
+    307) want="POST ct=application/x-www-form-urlencoded" ;;
+  esac
+  for who in curl curlpipe; do
+    if [ "$who" = curl ]; then
+      cmd=(timeout "$client_timeout" curl)
+    else
+      cmd=(curlpipe)
+    fi
+    st=0
+    "${cmd[@]}" -sS --data-binary @- -L "http://127.0.0.1:$port/c$code" \
+      <"$tmp/body" >"$tmp/out" 2>"$tmp/err" || st=$?
+    [ "$st" -eq 0 ] && [ "$(cat "$tmp/out")" = "$want" ] ||
+      problem "$who --data-binary @- -L to a $code: the target got" \
+              "'$(head -c 100 "$tmp/out")', expected '$want': exit" \
+              "status $st: $(cat "$tmp/err")"
+  done
+done
 
 check_problems
