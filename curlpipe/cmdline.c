@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -55,6 +56,44 @@ take_header (char *arg)
       !(arg[name] == ':' && safe_request_header (arg, name)))
     blank (arg + name + 1, strlen (arg + name + 1));
   return copy;
+}
+
+/* --cert FILE:PASSWORD, as curl splits it (src/tool_getparam.c): the
+ * first ':' ends the file name and starts the key's password, which is
+ * blanked in argv; "\:" is a ':' of the name and "\\" a backslash;
+ * any other backslash stays.  A "pkcs11:" URI is taken whole.  Returns
+ * the file name (new), *password a new string or NULL; NULL when out of
+ * memory.
+ */
+char *
+take_cert (char *arg, char **password)
+{
+  char *name = malloc (strlen (arg) + 1), *out = name, *p = arg;
+
+  *password = NULL;
+  if (name == NULL)
+    return NULL;
+  if (strncasecmp (arg, "pkcs11:", 7) == 0) {
+    strcpy (name, arg);
+    return name;
+  }
+  while (*p != '\0' && *p != ':') {
+    if (p[0] == '\\' && (p[1] == '\\' || p[1] == ':')) {
+      *out++ = p[1];
+      p += 2;
+    }
+    else
+      *out++ = *p++;
+  }
+  *out = '\0';
+  if (*p == ':' && p[1] != '\0') {
+    *password = take_secret (p + 1);
+    if (*password == NULL) {
+      free (name);
+      return NULL;
+    }
+  }
+  return name;
 }
 
 /* A URL's user name and password, "scheme://USER:PASSWORD@host..." or

@@ -34,7 +34,9 @@ struct options {
   char *bearer;                 /* --oauth2-bearer */
   bool insecure;
   const char *cacert, *capath;
-  const char *cert, *key;       /* client certificate */
+  char *cert;                   /* client certificate (--cert's file) */
+  char *key_passwd;             /* --cert FILE:PASSWORD, blanked in argv */
+  const char *key;
   bool fail;
   bool fail_with_body;          /* -f, but the error's body to output */
   const char *output;           /* NULL or "-": standard output */
@@ -73,6 +75,7 @@ extern int run_transfer (const struct options *opt, char *msg,
 
 /* cmdline.c: copies of arguments, blanked in argv where secret. */
 extern char *take_secret (char *arg);
+extern char *take_cert (char *arg, char **password);
 extern char *take_header (char *arg);
 extern char *take_url (char *arg);
 extern char *url_with_file_name (const char *url, const char *file);

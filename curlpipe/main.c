@@ -40,7 +40,7 @@ static const char usage_text[] =
   "  -k, --insecure           Do not verify the server's certificate\n"
   "      --cacert FILE        CA certificates to verify the server with\n"
   "      --capath DIR         Directory of CA certificates (hashed)\n"
-  "      --cert FILE          Client certificate (PEM)\n"
+  "      --cert FILE[:PASSWORD]  Client certificate (PEM), key password\n"
   "      --key FILE           Its private key\n"
   "  -f, --fail               Exit 22 on HTTP >= 400; its body to stderr\n"
   "      --fail-with-body     Exit 22 on HTTP >= 400; its body as usual\n"
@@ -484,7 +484,13 @@ set_option (struct options *opt, int c, char *arg)
     break;
   case 'k': opt->insecure = true; break;
   case OPT_CACERT: opt->cacert = arg; break;
-  case OPT_CERT: opt->cert = arg; break;
+  case OPT_CERT:
+    free (opt->cert);
+    free (opt->key_passwd);
+    opt->cert = take_cert (arg, &opt->key_passwd);
+    if (opt->cert == NULL)
+      out_of_memory ();
+    break;
   case OPT_KEY: opt->key = arg; break;
   case 'f': opt->fail = true; break;
   case OPT_FAIL_WITH_BODY: opt->fail = opt->fail_with_body = true; break;
@@ -715,6 +721,8 @@ main (int argc, char *argv[])
   free (opt.proxy_userpwd);
   free (opt.proxy);
   free (opt.bearer);
+  free (opt.cert);
+  free (opt.key_passwd);
   free (opt.referer);
   free (remote_name);
   curl_global_cleanup ();

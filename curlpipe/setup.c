@@ -121,6 +121,8 @@ set_connection (const struct options *opt, CURL *e)
     SET (CURLOPT_SSLCERT, opt->cert);
   if (opt->key)
     SET (CURLOPT_SSLKEY, opt->key);
+  if (opt->key_passwd)
+    SET (CURLOPT_KEYPASSWD, opt->key_passwd);
   /* An idle tunnel behind a NAT would never notice a dead peer. */
   SET (CURLOPT_TCP_KEEPALIVE, 1L);
   SET (CURLOPT_TCP_KEEPIDLE, 60L);

@@ -4,6 +4,11 @@
 # makes) sees it (its subject comes back in the answer) and takes the
 # upload; a FILE holding both certificate and key works with --cert
 # alone; without a certificate nginx refuses (400, so 22 with -f).
+# --cert FILE:PASSWORD, curl's syntax, gives the password of an
+# encrypted key (in --key's file or in FILE), with "\:" for a ':' in
+# FILE's name, side by side with curl; the password is never printed
+# (not in the message on a file that does not load, nor in
+# %{errormsg}) and is blanked in /proc/PID/cmdline.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -23,6 +28,10 @@ openssl x509 -req -in "$tmp/client.csr" -CA "$tmp/ca.pem" \
         -out "$tmp/client.pem" 2>>"$tmp/openssl.err" ||
   fail "openssl could not sign the client certificate"
 cat "$tmp/client.pem" "$tmp/client-key.pem" >"$tmp/client-both.pem"
+openssl pkey -in "$tmp/client-key.pem" -aes256 -passout pass:SEKpass \
+        -out "$tmp/client-enc.pem" 2>>"$tmp/openssl.err" ||
+  fail "openssl could not encrypt the key"
+cat "$tmp/client.pem" "$tmp/client-enc.pem" >"$tmp/both:enc.pem"
 chmod 644 "$tmp"/*.pem
 
 start_nginx_put 'ssl_client_certificate DIR/ca.pem;
@@ -68,5 +77,75 @@ run none "$url/put/none"
 [ "$st" -eq 22 ] ||
   problem "no client certificate: exit status $st, not 22: $(cat "$tmp/err")"
 [ ! -e "$tmp/www/none" ] || problem "no client certificate: uploaded anyway"
+
+# FILE:PASSWORD, with the key apart and in FILE (whose name has a ':'),
+# as curl takes them.
+for who in curl curlpipe; do
+  for c in "client.pem:SEKpass --key $tmp/client-enc.pem" \
+           'both\:enc.pem:SEKpass'; do
+    name=$who-${c%%.*}
+    name=${name%%\\*}
+    st=0
+    if [ "$who" = curl ]; then
+      printf '%s' "$name" |
+        timeout "$client_timeout" curl -sSf -T - --cacert "$tmp/cert.pem" \
+          --cert "$tmp/"$c "$url/put/$name" >"$tmp/out" 2>"$tmp/err" ||
+        st=$?
+    else
+      run "$name" --cert "$tmp/"$c "$url/put/$name"
+    fi
+    [ "$st" -eq 0 ] && [ "$(cat "$tmp/www/$name" 2>/dev/null)" = "$name" ] ||
+      problem "$who --cert $c: exit status $st, no upload: $(cat "$tmp/err")"
+    ! grep -q SEK "$tmp/err" || problem "$who --cert $c: $(cat "$tmp/err")"
+  done
+done
+
+# A file that does not load: curl's status, the message names the file
+# and not the password.
+want=0
+timeout "$client_timeout" curl -sS --cacert "$tmp/cert.pem" \
+  --cert "$tmp/none.pem:SEKpass" -T /dev/null "$url/put/x" \
+  >/dev/null 2>"$tmp/curl.err" || want=$?
+st=0
+curlpipe -sS --cacert "$tmp/cert.pem" --cert "$tmp/none.pem:SEKpass" \
+  -w '%{errormsg}' "$url/put/x" </dev/null >"$tmp/out" 2>"$tmp/err" || st=$?
+[ "$st" -eq "$want" ] && [ "$st" -ne 0 ] ||
+  problem "--cert none.pem:PASSWORD: exit status $st, curl's $want"
+grep -q "none\.pem" "$tmp/err" ||
+  problem "--cert none.pem:PASSWORD: the message does not name the file:" \
+          "$(cat "$tmp/err")"
+cat "$tmp/err" "$tmp/out" >"$tmp/both.txt"
+! grep -q SEK "$tmp/both.txt" ||
+  problem "--cert none.pem:PASSWORD: the password is printed:" \
+          "$(cat "$tmp/both.txt")"
+
+# While it runs (connected, its upload not ended), argv has no password.
+rm -f "$tmp/in"
+mkfifo "$tmp/in"
+"$CURLPIPE" -sf --cacert "$tmp/cert.pem" --cert "$tmp/client.pem:SEKpass" \
+  --key "$tmp/client-enc.pem" "$url/put/running" <"$tmp/in" \
+  >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+exec 3>"$tmp/in"
+for ((i = 0; i < 200; i++)); do
+  ls -l "/proc/$pid/fd" 2>/dev/null | grep -q 'socket:' && break
+  sleep 0.05
+done
+cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || :)
+# A subshell: if curlpipe is gone, SIGPIPE ends it, not the test.
+(printf running >&3) 2>/dev/null || :
+exec 3>&-
+st=0
+wait "$pid" || st=$?
+[ "$st" -eq 0 ] && [ "$(cat "$tmp/www/running")" = running ] ||
+  problem "--cert FILE:PASSWORD, running: exit status $st: $(cat "$tmp/err")"
+case $cmdline in
+  *"--cert $tmp/client.pem:"*) ;;
+  *) problem "--cert FILE:PASSWORD: no --cert in cmdline '$cmdline'" ;;
+esac
+case $cmdline in
+  *SEK*) problem "--cert FILE:PASSWORD: the password is in /proc/PID/" \
+                 "cmdline: '$cmdline'" ;;
+esac
 
 check_problems
