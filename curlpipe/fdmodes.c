@@ -159,8 +159,8 @@ start_relay (struct io *io, int fd)
     return false;
   }
   relay.running = true;
-  *io = (struct io) { .fd = p[0], .kind = IO_PLAIN, .owned = true,
-                      .stream = true, .relayed = true };
+  *io = (struct io) { .fd = p[0], .poll_fd = p[0], .kind = IO_PLAIN,
+                      .owned = true, .stream = true, .relayed = true };
   return true;
 }
 
@@ -187,7 +187,7 @@ io_open (struct io *io, int fd, int mode)
   struct stat sb;
   int flags, own;
 
-  *io = (struct io) { .fd = fd, .kind = IO_POLLED };
+  *io = (struct io) { .fd = fd, .poll_fd = fd, .kind = IO_POLLED };
   if (fstat (fd, &sb) == -1)
     return;
   io->stream = S_ISFIFO (sb.st_mode) || S_ISSOCK (sb.st_mode);
@@ -203,9 +203,15 @@ io_open (struct io *io, int fd, int mode)
     grow_pipe (fd);
   if (S_ISFIFO (sb.st_mode) || S_ISCHR (sb.st_mode)) {
     own = reopen_nonblocking (fd, mode);
+    /* Read and write the new description, but poll the one it came
+     * from: Linux never reports the end (POLLHUP) of a named pipe to a
+     * description opened after its last writer closed (it waits for a
+     * writer to come), so `curlpipe -T FIFO` and `< FIFO` waited forever
+     * when the writer had already gone.
+     */
     if (own >= 0) {
-      *io = (struct io) { .fd = own, .kind = IO_PLAIN, .owned = true,
-                          .stream = io->stream };
+      *io = (struct io) { .fd = own, .poll_fd = fd, .kind = IO_PLAIN,
+                          .owned = true, .stream = io->stream };
       return;
     }
   }
@@ -226,7 +232,8 @@ io_own (struct io *io, int fd)
   struct stat sb;
   int flags;
 
-  *io = (struct io) { .fd = fd, .kind = IO_PLAIN, .owned = true };
+  *io = (struct io) { .fd = fd, .poll_fd = fd, .kind = IO_PLAIN,
+                      .owned = true };
   if (fstat (fd, &sb) == -1)
     return;
   if (S_ISSOCK (sb.st_mode))

@@ -203,11 +203,12 @@ poll_set (const struct pipe_state *st, struct pollfd *pfd, int *in_at,
   *in_at = *out_at = -1;
   if (st->send_paused && !st->in_eof && !st->answer_first) {
     *in_at = n;
-    pfd[n++] = (struct pollfd) { .fd = st->in.fd, .events = POLLIN };
+    pfd[n++] = (struct pollfd) { .fd = st->in.poll_fd, .events = POLLIN };
   }
   if (st->out_len > 0) {
     *out_at = n;
-    pfd[n++] = (struct pollfd) { .fd = st->body->fd, .events = POLLOUT };
+    pfd[n++] = (struct pollfd) { .fd = st->body->poll_fd,
+                                 .events = POLLOUT };
   }
   return n;
 }

@@ -78,7 +78,7 @@ drain_output (struct pipe_state *st)
     if (!flush_out (st))
       break;
     if (st->out_len > 0) {
-      pfd = (struct pollfd) { .fd = st->body->fd, .events = POLLOUT };
+      pfd = (struct pollfd) { .fd = st->body->poll_fd, .events = POLLOUT };
       if (poll (&pfd, 1, -1) == -1 && errno != EINTR) {
         snprintf (st->out_error, sizeof st->out_error,
                   "writing the answer: poll: %s", strerror (errno));

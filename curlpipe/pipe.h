@@ -46,6 +46,7 @@
 /* A descriptor curlpipe reads or writes without blocking (fdmodes.c). */
 struct io {
   int fd;                       /* -1: not open */
+  int poll_fd;                  /* what poll watches (see io_open) */
   enum {
     IO_PLAIN,                   /* never blocks: a file, or O_NONBLOCK */
     IO_SOCKET,                  /* MSG_DONTWAIT on each call */

@@ -115,7 +115,8 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
 {
   struct pipe_state st = {
     .opt = opt, .msg = msg, .msglen = msglen,
-    .in = { .fd = -1 }, .out_io = { .fd = -1 }, .err_io = { .fd = -1 },
+    .in = { .fd = -1, .poll_fd = -1 }, .out_io = { .fd = -1, .poll_fd = -1 },
+    .err_io = { .fd = -1, .poll_fd = -1 },
     .timer_ms = -1, .sock = CURL_SOCKET_BAD,
   };
   struct curl_slist *headers = NULL;

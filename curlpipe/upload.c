@@ -143,7 +143,7 @@ read_cb (char *buf, size_t size, size_t nitems, void *opaque)
 void
 check_upload_end (struct pipe_state *st)
 {
-  struct pollfd pfd = { .fd = st->in.fd, .events = POLLIN };
+  struct pollfd pfd = { .fd = st->in.poll_fd, .events = POLLIN };
   char c;
   ssize_t n;
   struct stat sb;
