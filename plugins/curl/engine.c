@@ -182,14 +182,18 @@ struct xfer {
  */
 static struct redirect_rules rules;
 
+/* url='s origin, found once: without url-script it is every chain's
+ * home.
+ */
+static struct origin url_home;
+
 int
 engine_init (void)
 {
   CLEANUP_FREE char *url = NULL;
-  struct origin o;
 
   if (!cfg.is_file &&
-      (script_url (&url) == -1 || redirect_origin (url, &o) == -1)) {
+      (script_url (&url) == -1 || redirect_origin (url, &url_home) == -1)) {
     nbdkit_error ("url: %s: no scheme, host and port", cfg.shown_url);
     return -1;
   }
@@ -743,19 +747,24 @@ resolve (struct conn *c, struct xfer *x, bool claimed)
   int r;
 
   for (;;) {
-    if (script_url (&given) == -1) {
+    /* Without url-script, url= and its origin as they were found once:
+     * a read is not worth a copy and a parse.
+     */
+    if (cfg.url_script == NULL)
+      home = url_home;
+    else if (script_url (&given) == -1) {
       x->v = VERDICT_REFUSED;
       x->reported = true;
       r = -1;
       break;
     }
     /* file: has no origin, and no redirects. */
-    if (redirect_origin (given, &home) == -1)
+    else if (redirect_origin (given, &home) == -1)
       memset (&home, 0, sizeof home);
     rr.home = &home;
     at = home;
     trusted = true;
-    r = chain (&rr, c, x, given, &at, &trusted, &end);
+    r = chain (&rr, c, x, given ? given : cfg.url, &at, &trusted, &end);
     /* url-script's URL refused: once more with a new one. */
     if (r == 0 || x->reported || !again ||
         (x->a.status != 401 && x->a.status != 403) ||
