@@ -16,22 +16,14 @@ requires_curlpipe
 
 start_stream_server
 
-timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" \
+PYTHONPATH=$abs_srcdir timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" \
   "127.0.0.1:$stream_port" "$tmp" <<'PYEOF'
 import base64, os, subprocess, sys, time
+from procfs import wait_connected
 curlpipe, hostport, tmp = sys.argv[1:]
 bad = []
 url = "http://u:SEKurl@%s/headers" % hostport
 basic = "Authorization: Basic " + base64.b64encode(b"u:SEKpw").decode()
-
-def has_socket(pid):
-    try:
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
-                return True
-    except OSError:
-        pass
-    return False
 
 # The system call PID waits in ("read", "openat"), or None once it
 # waits in none of those or has not got there within 10 s.
@@ -81,9 +73,7 @@ def run(what, args, feed, stdin_pipe, secrets, sent, out_end):
     # has opened standard input again (fdmodes.c): Linux never reports
     # the end of a FIFO to a reader that opened it non-blocking once no
     # writer was left (fs/pipe.c, fifo_open), a case not tested here.
-    end = time.monotonic() + 10
-    while time.monotonic() < end and not has_socket(p.pid):
-        time.sleep(0.02)
+    wait_connected(p.pid)
     os.close(w)
     out, err = p.communicate(timeout=20)
     text = out.decode(errors="replace")

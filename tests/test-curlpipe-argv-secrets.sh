@@ -16,20 +16,12 @@ requires_curlpipe
 
 start_stream_server
 
-timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" \
+PYTHONPATH=$abs_srcdir timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" \
   "127.0.0.1:$stream_port" "$(free_port)" <<'PYEOF'
 import base64, os, subprocess, sys, time
+from procfs import wait_connected
 curlpipe, hostport, dead = sys.argv[1:]
 bad = []
-
-def has_socket(pid):
-    try:
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
-                return True
-    except OSError:
-        pass
-    return False
 
 # run(ARGS, SECRETS, KEPT, SENT): curlpipe ARGS with an idle pipe as
 # standard input; once it is connected, its cmdline has none of SECRETS
@@ -40,9 +32,7 @@ def run(args, secrets, kept, sent):
     p = subprocess.Popen([curlpipe, "-s"] + args, stdin=r,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     os.close(r)
-    end = time.monotonic() + 10
-    while time.monotonic() < end and not has_socket(p.pid):
-        time.sleep(0.02)
+    wait_connected(p.pid)
     cmdline = open("/proc/%d/cmdline" % p.pid, "rb").read().decode()
     os.close(w)
     out, err = p.communicate(timeout=20)

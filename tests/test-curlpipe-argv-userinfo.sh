@@ -14,8 +14,10 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_curlpipe
 [ -r /proc/self/cmdline ] || skip "no /proc"
 
-timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" <<'PYEOF'
+PYTHONPATH=$abs_srcdir timeout "$client_timeout" "$PYTHON" - \
+  "$CURLPIPE" <<'PYEOF'
 import base64, os, socket, subprocess, sys, time
+from procfs import wait_connected
 curlpipe = sys.argv[1]
 bad = []
 
@@ -25,15 +27,6 @@ lsock = socket.socket()
 lsock.bind(("127.0.0.1", 0))
 lsock.listen(8)
 hostport = "127.0.0.1:%d" % lsock.getsockname()[1]
-
-def has_socket(pid):
-    try:
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
-                return True
-    except OSError:
-        pass
-    return False
 
 def basic(userpw):
     return base64.b64encode(userpw.encode()).decode()
@@ -46,9 +39,7 @@ def run(args, secrets, kept, sent):
     p = subprocess.Popen([curlpipe, "-s"] + args, stdin=r,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     os.close(r)
-    end = time.monotonic() + 10
-    while time.monotonic() < end and not has_socket(p.pid):
-        time.sleep(0.02)
+    wait_connected(p.pid)
     cmdline = open("/proc/%d/cmdline" % p.pid, "rb").read().decode()
     lsock.settimeout(10)
     head = b""

@@ -55,25 +55,14 @@ PYEOF
 # Killed by a signal while standard input (a pipe whose writer stays
 # silent) and standard output (a pipe) are both pipes the test holds
 # too: the flags of the test's own descriptors are those of curlpipe's.
-timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" "$url" <<'PYEOF' ||
+PYTHONPATH=$abs_srcdir timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" \
+  "$url" <<'PYEOF' ||
 import fcntl, os, signal, subprocess, sys, time
+from procfs import has_socket
 curlpipe, url = sys.argv[1:]
 
 def nonblocking(fd):
     return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK)
-
-def has_socket(pid):
-    try:
-        fds = os.listdir("/proc/%d/fd" % pid)
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
-                return True
-        except OSError:
-            pass
-    return False
 
 bad = []
 for sig in (signal.SIGUSR1, signal.SIGALRM, signal.SIGTERM):
