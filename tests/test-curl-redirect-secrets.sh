@@ -51,36 +51,6 @@ copy_via ()
   cp "$tmp/nginx-b.log" "$tmp/$name-b.txt"
 }
 
-# on_every LOG PATTERN SECRET...: every line of LOG that matches the
-# extended regular expression PATTERN has every SECRET, and some do.
-on_every ()
-{
-  local log=$1 pat=$2 s n bad
-  shift 2
-  n=$(grep -cE -- "$pat" "$log" || :)
-  [ "$n" -ge 1 ] || { cat "$log" >&2; fail "$(basename "$log"): no $pat"; }
-  for s in "$@"; do
-    bad=$(grep -E -- "$pat" "$log" | grep -cvF -- "$s" || :)
-    [ "$bad" -eq 0 ] || {
-      cat "$log" >&2
-      fail "$(basename "$log"): $bad of $n requests ($pat) without $s"
-    }
-  done
-}
-
-# on_none LOG SECRET...: no SECRET anywhere in LOG.
-on_none ()
-{
-  local log=$1 s
-  shift
-  for s in "$@"; do
-    if grep -qF -- "$s" "$log"; then
-      grep -F -- "$s" "$log" >&2
-      fail "$(basename "$log"): $s was sent to the other origin"
-    fi
-  done
-}
-
 url_a=http://127.0.0.1:$a_port/disk.img
 a_req="^http $a_port [A-Z]+ /disk.img 302 "
 b_get="^http $b_port GET /disk.img 206 "
