@@ -51,6 +51,7 @@ static char pin_header[sizeof object.etag + 32];  /* "If-Match: ..." */
 static pthread_mutex_t first_lock = PTHREAD_MUTEX_INITIALIZER;
 static char first[FIRST_BYTES];
 static uint32_t first_len;      /* 0: none kept */
+static bool first_kept;         /* for every read, not only one */
 
 /* Whether the server answers a GET of several ranges with the parts
  * asked for; false once it did not (pool.c then asks one range at a
@@ -64,6 +65,8 @@ static bool multirange = true;
 void
 remote_serving (void)
 {
+  bool effective;
+
   serving = true;
   if (!cfg.pin_object || cfg.is_file)
     return;
@@ -89,10 +92,14 @@ remote_serving (void)
               object.last_modified);
   pin.header = pin_header;
   pinned = true;
-  if (!pin_header[0] && !pin.etag_required) {
-    /* HEAD's weak ETag, and nothing on GET's answers: compared where an
-     * answer has one, which a replacement need not have.
-     */
+  /* A precondition, or a validator every answer must show: else (HEAD's
+   * weak ETag alone) a replacement need not show anything to compare.
+   */
+  effective = pin_header[0] || pin.etag_required;
+  pthread_mutex_lock (&first_lock);
+  first_kept = effective;
+  pthread_mutex_unlock (&first_lock);
+  if (!effective) {
     nbdkit_debug ("%s: reads cannot be pinned: only HEAD gave a validator "
                   "(a weak ETag, which cannot be sent in If-Match)",
                   cfg.shown_url);
@@ -124,19 +131,19 @@ remote_first_bytes (const char *buf, uint32_t len)
   first_len = len;
 }
 
-/* Serve a read from the first bytes if they hold it: true if they did. */
+/* Serve a read from the first bytes if they hold it: true if they did.
+ * On every read, so one outside them takes no lock.
+ */
 bool
 remote_read_first (void *buf, uint32_t count, uint64_t offset)
 {
-  struct pin p;
-  bool keep = remote_pin (&p) && (p.header[0] || p.etag_required ||
-                                  p.last_modified_required);
+  if (offset >= FIRST_BYTES || count > FIRST_BYTES - offset)
+    return false;
   LOCK_FOR_SCOPE (&first_lock);
-
   if (offset >= first_len || count > first_len - offset)
     return false;
   memcpy (buf, first + offset, count);
-  if (!keep)
+  if (!first_kept)
     first_len = 0;
   return true;
 }
