@@ -521,29 +521,35 @@ config_allows_scheme (const char *scheme)
   return false;
 }
 
+/* The scheme of url as libcurl parses it (to curl_free), or NULL with
+ * *rc saying why.  url= and url-script's output are checked with it.
+ */
+char *
+config_url_scheme (const char *url, CURLUcode *rc)
+{
+  CURLU *u = curl_url ();
+  char *scheme = NULL;
+
+  *rc = u == NULL ? CURLUE_OUT_OF_MEMORY
+    : curl_url_set (u, CURLUPART_URL, url, 0);
+  if (*rc == CURLUE_OK)
+    *rc = curl_url_get (u, CURLUPART_SCHEME, &scheme, 0);
+  curl_url_cleanup (u);
+  return *rc == CURLUE_OK ? scheme : NULL;
+}
+
 /* The URL must parse and its scheme must be allowed by protocols=. */
 static int
 check_url (void)
 {
-  CURLU *u;
   CURLUcode rc;
-  char *scheme = NULL;
+  char *scheme = config_url_scheme (cfg.url, &rc);
   bool allowed;
 
-  u = curl_url ();
-  if (u == NULL) {
-    nbdkit_error ("curl_url: out of memory");
-    return -1;
-  }
-  rc = curl_url_set (u, CURLUPART_URL, cfg.url, 0);
-  if (rc == CURLUE_OK)
-    rc = curl_url_get (u, CURLUPART_SCHEME, &scheme, 0);
-  if (rc != CURLUE_OK) {
-    curl_url_cleanup (u);
+  if (scheme == NULL) {
     nbdkit_error ("url: not a valid URL: %s", curl_url_strerror (rc));
     return -1;
   }
-  curl_url_cleanup (u);
   /* Messages may end up in logs: url= itself is never printed. */
   cfg.shown_url = shown_url (cfg.url);
   if (cfg.shown_url == NULL) {

@@ -92,6 +92,7 @@ extern struct curl_config cfg;
 extern int config_set (const char *key, const char *value);
 extern int config_complete (void);
 extern bool config_allows_scheme (const char *scheme);
+extern char *config_url_scheme (const char *url, CURLUcode *rc);
 extern const char *config_header_refused (const char *line, size_t len,
                                           int *name_len);
 extern void config_unload (void);

@@ -463,8 +463,8 @@ run (struct script *s, unsigned iteration, char **out)
 static int
 check_url (struct script *s, char *out)
 {
-  CURLU *u;
-  char *scheme = NULL;
+  CURLUcode rc;
+  char *scheme;
   size_t n, i;
   int r = -1;
 
@@ -478,16 +478,14 @@ check_url (struct script *s, char *out)
                     "control characters", s->what);
       return -1;
     }
-  u = curl_url ();
-  if (u != NULL && curl_url_set (u, CURLUPART_URL, out, 0) == CURLUE_OK &&
-      curl_url_get (u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-      strcasecmp (scheme, "file") != 0 && config_allows_scheme (scheme))
+  scheme = config_url_scheme (out, &rc);
+  if (scheme != NULL && strcasecmp (scheme, "file") != 0 &&
+      config_allows_scheme (scheme))
     r = 0;
   else
     nbdkit_error ("%s: the output is not a URL whose scheme protocols=%s "
                   "allows (file: is not taken)", s->what, cfg.protocols);
   curl_free (scheme);
-  curl_url_cleanup (u);
   return r;
 }
 
