@@ -156,8 +156,8 @@ def main():
 
     # Targets.
     lines.append("")
-    lines.append("Targets (DESIGN.md, Performance budget; medians unless "
-                 "said):")
+    lines.append("Targets (the project's performance targets; medians "
+                 "unless said):")
     results = []
 
     def target(name, value, cmp, limit, fmtv="%.2fx", note=""):

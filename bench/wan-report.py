@@ -270,7 +270,7 @@ def main():
     start_targets(a, cells, samples, counts, key, med, target)
 
     lines.append("")
-    lines.append("Targets (DESIGN.md, Performance budget; medians):")
+    lines.append("Targets (the project's performance targets; medians):")
     for st, name, detail in results:
         lines.append("%-4s  %-60s %s" % (st, name, detail))
     npass = sum(1 for r in results if r[0] == "PASS")
