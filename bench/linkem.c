@@ -21,11 +21,15 @@
  *    not read, which caps one connection at window / rtt as TCP's
  *    receive window does.  There is no slow start, no loss and no
  *    congestion control: the window is open from the first byte.
- *  - Set-up costs one round trip: the client's bytes enter the link no
- *    earlier than accept time + rtt (as if its connect () had returned
- *    only after SYN, SYN-ACK), and the server's are not delivered before
+ *  - Set-up costs one round trip: the client's bytes are not read
+ *    before accept time + rtt (as if its connect () had returned only
+ *    after SYN, SYN-ACK), and the server's are not delivered before
  *    then either.  The client's connect () itself returns at once,
- *    because the kernel completes the handshake on loopback.
+ *    because the kernel completes the handshake on loopback.  Bytes
+ *    that wait for their connection's handshake stay in the kernel,
+ *    off the link: booked on the shared link at the time they may
+ *    leave, they would hold up the bytes of connections already open
+ *    behind a handshake that sends nothing.
  *  - EOF is delivered (shutdown SHUT_WR) one-way delay after it was
  *    read and after every byte before it; a reset or error on either
  *    side resets both.
@@ -484,10 +488,10 @@ read_side (struct conn *c, int s, uint64_t now)
     return;
   }
 
-  /* The client's bytes wait for the handshake to finish; the server's
-   * wait for it to have finished at the client.
+  /* The client is read only once its handshake is done (update_masks);
+   * the server's bytes wait for it to have finished at the client.
    */
-  enter = s == CLIENT ? max_u64 (now, c->ready) : now;
+  enter = now;
   if (r == 0) {
     free (g);
     d->eof = true;
@@ -591,7 +595,7 @@ next_due (const struct conn *c, int dn)
 }
 
 static void
-update_masks (struct conn *c)
+update_masks (struct conn *c, uint64_t now)
 {
   int s;
 
@@ -603,7 +607,8 @@ update_masks (struct conn *c)
     if (s == SERVER && c->connecting)
       want = EPOLLOUT;
     else {
-      if (!in->eof && in->inflight < window)
+      if (!in->eof && in->inflight < window &&
+          (s == SERVER || now >= c->ready))
         want |= EPOLLIN;
       if (out->blocked)
         want |= EPOLLOUT;
@@ -764,12 +769,15 @@ main (int argc, char *argv[])
         free_conn (c);
         continue;
       }
-      update_masks (c);
+      update_masks (c, now);
       for (dn = 0; dn < 2; dn++) {
         uint64_t t = next_due (c, dn);
 
         due = t < due ? t : due;
       }
+      /* The client is read from then. */
+      if (now < c->ready && c->ready < due)
+        due = c->ready;
     }
 
     if (due != UINT64_MAX) {
