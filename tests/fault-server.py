@@ -46,8 +46,7 @@ def log(line):
 
 
 # The plugin's probe asks for the object's first 8 KiB (FIRST_BYTES in
-# plugins/curl/curldefs.h); its warm-ups and the check after a write ask
-# for one byte.  Modes that fault the reads answer these correctly.
+# plugins/curl/curldefs.h); the check after a write asks for one byte.  Modes that fault the reads answer these correctly.
 PROBE_BYTES = 8192
 
 
@@ -736,6 +735,21 @@ class StallAfterProbe(Handler):
         self.stall_or(super().do_GET)
 
 
+class CloseIdle(Handler):
+    """A connection that sends no request for half a second is closed,
+    as servers close connections that were opened and never used."""
+
+    timeout = 0.5
+
+    def handle_one_request(self):
+        try:
+            super().handle_one_request()
+        except TimeoutError:
+            self.close_connection = True
+        if self.close_connection:
+            log("close-idle: closed port %d" % self.client_address[1])
+
+
 class MultipartEndless(Handler):
     """A correct multipart answer, without a length, that then goes on
     for ever (until the client hangs up, or 30 s): an endless epilogue
@@ -1285,6 +1299,7 @@ MODES = {
     "first-503-once": First503Once,
     "silent": Silent,
     "stall-after-probe": StallAfterProbe,
+    "close-idle": CloseIdle,
     "multipart-endless-epilogue": MultipartEndless,
     "multipart-endless-headers": type("MultipartEndlessHeaders",
                                       (MultipartEndless,),
@@ -1316,6 +1331,9 @@ for _nl, _nlname in ((b"\r\n", "crlf"), (b"\n", "lf")):
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # The plugin opens connections= (16) at once; socketserver's 5
+    # would leave some unaccepted for a while.
+    request_queue_size = 64
 
 
 def main():

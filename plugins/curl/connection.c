@@ -13,9 +13,13 @@
 
 #include <config.h>
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nbdkit-plugin.h>
@@ -74,11 +78,14 @@ connection_init (void)
   return 0;
 }
 
+static void spares_free (void);
+
 void
 connection_unload (void)
 {
   unsigned i;
 
+  spares_free ();
   if (share != NULL)
     curl_share_cleanup (share);
   share = NULL;
@@ -102,14 +109,195 @@ static const struct debug_printer printer = { print_debug, NULL };
 /* Set at unload (conn_stop): no new socket is made. */
 static bool stopping;
 
+/* Spare connections.  Over a long round trip, each connection that a
+ * client's reads need costs a round trip to open before its first
+ * request (more with TLS), and opening them only once the probe has
+ * answered (pool.c) puts that round trip after start-up, in front of
+ * the client's first reads.  So while the probe's request is in flight
+ * the pool's other connections=-1 TCP connections are opened by hand,
+ * to the address libcurl connects the probe to: a non-blocking
+ * connect each, which the kernel completes during the probe's round
+ * trip.  A handle made later adopts one when libcurl asks for a socket
+ * to that same address (open_cb) and tells libcurl that it is
+ * connected (sockopt_cb), so its first request leaves at once.
+ * libcurl chooses the address: through a proxy it is the proxy's, and
+ * when the probe is redirected to another origin the spares follow it
+ * there.  TLS stays libcurl's, on the adopted socket, for the URL's
+ * name.  Near the server (pool_start) they are closed.
+ *
+ * Each handle made takes one spare, adopted or closed, so the sockets
+ * never outnumber connections=.  A spare that the server closed, that
+ * is not connected yet, or that is older than SPARE_MAX_AGE_NS (a
+ * server closes a connection that sends no request: Apache after 20 s)
+ * is closed rather than used.
+ */
+#define SPARE_MAX_AGE_NS (10 * INT64_C (1000000000))
+
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned spares_wanted;  /* while the probe runs */
+static curl_socket_t *spares;
+static unsigned nr_spares;
+static struct sockaddr_storage spare_addr;
+static unsigned spare_addrlen;
+static int64_t spares_made;     /* CLOCK_MONOTONIC ns */
+
+static int64_t
+mono_ns (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * INT64_C (1000000000) + ts.tv_nsec;
+}
+
+static bool
+same_address (const struct curl_sockaddr *a)
+{
+  return nr_spares > 0 && a->addrlen == spare_addrlen &&
+    memcmp (&a->addr, &spare_addr, spare_addrlen) == 0;
+}
+
+static void
+drop_spares_locked (void)
+{
+  while (nr_spares > 0)
+    close (spares[--nr_spares]);
+}
+
+/* The probe is about to connect to a: spares to a, in place of any to
+ * an address it left (a redirect to another origin).
+ */
+static void
+open_spares_locked (const struct curl_sockaddr *a)
+{
+  curl_socket_t fd;
+
+  if (spares_wanted == 0 || same_address (a) ||
+      a->addrlen > sizeof spare_addr)
+    return;
+  drop_spares_locked ();
+  if (spares == NULL) {
+    spares = calloc (spares_wanted, sizeof spares[0]);
+    if (spares == NULL)
+      return;
+  }
+  memcpy (&spare_addr, &a->addr, a->addrlen);
+  spare_addrlen = a->addrlen;
+  spares_made = mono_ns ();
+  while (nr_spares < spares_wanted) {
+    fd = socket (a->family, a->socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                 a->protocol);
+    if (fd == -1)
+      break;
+    if (connect (fd, &a->addr, a->addrlen) == -1 && errno != EINPROGRESS) {
+      close (fd);
+      break;
+    }
+    spares[nr_spares++] = fd;
+  }
+  nbdkit_debug ("%s: %u spare connections opening beside the probe's",
+                cfg.shown_url, nr_spares);
+}
+
+/* Connected, and neither closed by the server nor spoken to by it. */
+static bool
+spare_usable (curl_socket_t fd)
+{
+  struct pollfd p = { .fd = fd, .events = POLLOUT };
+  int err = 0;
+  socklen_t len = sizeof err;
+  char b;
+
+  if (poll (&p, 1, 0) != 1 || !(p.revents & POLLOUT) ||
+      (p.revents & (POLLERR | POLLHUP)) ||
+      getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1 || err != 0)
+    return false;
+  return recv (fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == -1 &&
+    (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* A spare for a handle about to connect to a, or CURL_SOCKET_BAD. */
+static curl_socket_t
+take_spare_locked (const struct curl_sockaddr *a)
+{
+  curl_socket_t fd;
+
+  if (!same_address (a))
+    return CURL_SOCKET_BAD;
+  fd = spares[--nr_spares];
+  if (mono_ns () - spares_made < SPARE_MAX_AGE_NS && spare_usable (fd))
+    return fd;
+  close (fd);
+  return CURL_SOCKET_BAD;
+}
+
+/* n spares while the probe runs (probe.c), 0 after it. */
+void
+conn_want_spares (unsigned n)
+{
+  LOCK_FOR_SCOPE (&spare_lock);
+  spares_wanted = n;
+}
+
+/* Spares not yet taken. */
+unsigned
+conn_spares (void)
+{
+  LOCK_FOR_SCOPE (&spare_lock);
+  return nr_spares;
+}
+
+void
+conn_drop_spares (void)
+{
+  LOCK_FOR_SCOPE (&spare_lock);
+  drop_spares_locked ();
+}
+
+static void
+spares_free (void)
+{
+  LOCK_FOR_SCOPE (&spare_lock);
+  drop_spares_locked ();
+  free (spares);
+  spares = NULL;
+  spares_wanted = 0;
+}
+
+static curl_socket_t
+open_cb (void *opaque, curlsocktype purpose, struct curl_sockaddr *a)
+{
+  struct conn *c = opaque;
+  curl_socket_t fd = CURL_SOCKET_BAD;
+
+  c->adopted = false;
+  if (__atomic_load_n (&stopping, __ATOMIC_RELAXED))
+    return CURL_SOCKET_BAD;
+  if (purpose == CURLSOCKTYPE_IPCXN && a->socktype == SOCK_STREAM &&
+      (a->family == AF_INET || a->family == AF_INET6)) {
+    LOCK_FOR_SCOPE (&spare_lock);
+    fd = take_spare_locked (a);
+    if (fd == CURL_SOCKET_BAD)
+      open_spares_locked (a);
+  }
+  if (fd != CURL_SOCKET_BAD) {
+    c->adopted = true;
+    return fd;
+  }
+  return socket (a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
 static int
 sockopt_cb (void *opaque, curl_socket_t sock, curlsocktype purpose)
 {
   struct conn *c = opaque;
+  bool adopted = c->adopted;
 
+  c->adopted = false;
   __atomic_store_n (&c->sock, sock, __ATOMIC_RELAXED);
-  return __atomic_load_n (&stopping, __ATOMIC_RELAXED)
-    ? CURL_SOCKOPT_ERROR : CURL_SOCKOPT_OK;
+  if (__atomic_load_n (&stopping, __ATOMIC_RELAXED))
+    return CURL_SOCKOPT_ERROR;
+  return adopted ? CURL_SOCKOPT_ALREADY_CONNECTED : CURL_SOCKOPT_OK;
 }
 
 static int
@@ -127,22 +315,7 @@ void
 conn_stop (void)
 {
   __atomic_store_n (&stopping, true, __ATOMIC_RELAXED);
-}
-
-/* End what c's request waits for at once (nbdkit is exiting, and a
- * warm-up must not hold up its exit for a round trip or two): shutdown
- * fails a connect in progress (Linux disconnects a socket in SYN_SENT)
- * and wakes a read.  The socket stays open for libcurl to close.  The
- * descriptor number could only have been reused by a socket made after
- * conn_stop, which sockopt_cb refuses.
- */
-void
-conn_abort (struct conn *c)
-{
-  curl_socket_t sock = __atomic_load_n (&c->sock, __ATOMIC_RELAXED);
-
-  if (sock != CURL_SOCKET_BAD)
-    shutdown (sock, SHUT_RDWR);
+  conn_drop_spares ();
 }
 
 /* curl_easy_setopt on e, until one fails: rc says which. */
@@ -171,6 +344,8 @@ setup_handle (struct conn *c)
   if (rc == CURLE_OK)
     rc = config_apply (e);
   SET (CURLOPT_HTTPHEADER, cfg.headers);
+  SET (CURLOPT_OPENSOCKETFUNCTION, open_cb);
+  SET (CURLOPT_OPENSOCKETDATA, c);
   SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
   SET (CURLOPT_SOCKOPTDATA, c);
   SET (CURLOPT_CLOSESOCKETFUNCTION, close_cb);

@@ -5,10 +5,11 @@
  * The plugin table and the NBD callbacks, nothing else.
  *
  * How it works.  config.c parses the parameters.  In .get_ready, before
- * nbdkit forks into the background or accepts a client, probe.c finds
- * the object's size with HEAD and proves with a one-byte GET that the
- * server answers ranges with 206 (that GET's Content-Range gives the
- * size when HEAD is refused or gives none).  After that NBD reads are
+ * nbdkit forks into the background or accepts a client, probe.c asks
+ * for the object's first bytes with one ranged GET, whose 206 proves
+ * that the server answers ranges and whose Content-Range gives the size
+ * (HEAD follows only when that answer carries no validator); the bytes
+ * are kept for the client's first reads.  After that NBD reads are
  * GETs with "Range: bytes=A-B", exactly the bytes asked for: one read
  * per GET when nothing else waits, else the reads that wait together in
  * one GET of several ranges (pool.c), answered as multipart/byteranges
@@ -20,11 +21,11 @@
  * clients at once in its own worker threads, and each of those runs its
  * HTTP request itself on an easy handle borrowed from a pool of
  * connections= handles (waiting when all are busy; reads that wait
- * together are batched, pool.c).  The plugin starts no threads before
- * nbdkit forks, so the fork after .get_ready is safe, and the
- * connection the probe opened is inherited and reused.  For a server
- * far away, .after_fork starts threads that open the pool's other
- * connections (pool_start); they are joined at unload.
+ * together are batched, pool.c).  No thread of the plugin outlives the
+ * call that started it, so the fork after .get_ready is safe, and the
+ * connection the probe opened is inherited and reused, as are the
+ * spare connections opened beside it (connection.c), which .after_fork
+ * keeps for a server far away and closes for one near (pool_start).
  *
  * Multi-conn.  A client may open several NBD connections only when every
  * connection sees every other's writes at once and a flush on one

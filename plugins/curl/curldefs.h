@@ -263,6 +263,7 @@ extern bool multipart_complete (struct multipart *mp);
 struct conn {
   CURL *easy;
   curl_socket_t sock;           /* its connection's socket, for ack_now */
+  bool adopted;                 /* open_cb gave it a spare connection */
   char errbuf[CURL_ERROR_SIZE];
 };
 extern int connection_init (void);
@@ -270,7 +271,9 @@ extern void connection_unload (void);
 extern struct conn *conn_new (void);
 extern void conn_free (struct conn *c);
 extern void conn_stop (void);
-extern void conn_abort (struct conn *c);
+extern void conn_want_spares (unsigned n);
+extern unsigned conn_spares (void);
+extern void conn_drop_spares (void);
 
 /* script.c: header-script, cookie-script and url-script. */
 extern int script_init (void);
@@ -292,7 +295,6 @@ extern int engine_put (struct conn *c, const void *buf, uint32_t count,
                        uint64_t offset, long *status);
 extern int64_t engine_answer_wait_ns (struct conn *c);
 extern int64_t engine_round_trip (void);
-extern void engine_warm (struct conn *c);
 extern enum verdict engine_get_spans (struct conn *c, struct span *spans,
                                       unsigned nspans);
 

@@ -172,7 +172,6 @@ struct xfer {
 
   struct timespec ignoring_since;  /* this try's first ignored body, or 0 */
   struct timespec stop_checked; /* see progress_cb */
-  bool quiet;                   /* failure is a debug message only */
   bool reported;                /* the error was reported where it arose */
 };
 
@@ -428,10 +427,7 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
   if ((now.tv_sec - x->stop_checked.tv_sec) * 1000000000L +
       (now.tv_nsec - x->stop_checked.tv_nsec) >= 200000000L) {
     x->stop_checked = now;
-    /* Not for a warm-up: asking prints an error once nbdkit shuts down,
-     * and pool_unload ends warm-ups itself.
-     */
-    if (!x->quiet && remote_stopping ()) {
+    if (remote_stopping ()) {
       x->a.stopped = true;
       return 1;
     }
@@ -722,8 +718,8 @@ target_gone (long status)
   return status == 401 || status == 403 || status == 404 || status == 410;
 }
 
-/* Which requests go to the remembered target: reads (and warm-ups,
- * which open connections for reads).  HEAD and PUT ask url= each time.
+/* Which requests go to the remembered target: reads.  HEAD and PUT ask
+ * url= each time.
  */
 static bool
 uses_target (const struct xfer *x)
@@ -917,10 +913,7 @@ perform_on (struct conn *c, struct xfer *x)
       curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
       continue;
     }
-    /* A warm-up is not tried again: the reads that follow meet what
-     * failed, and its sleep would hold up nbdkit's exit.
-     */
-    if (x->v != VERDICT_RETRY || try >= cfg.retries || x->quiet)
+    if (x->v != VERDICT_RETRY || try >= cfg.retries)
       break;
     delay = cfg.retry_delay_ms;
     for (unsigned i = 0; i < try && delay < MAX_RETRY_DELAY_MS; i++)
@@ -945,8 +938,7 @@ perform_on (struct conn *c, struct xfer *x)
     }
     else if (nbdkit_nanosleep (delay / 1000,
                                (delay % 1000) * 1000000) == -1) {
-      (x->quiet ? nbdkit_debug : nbdkit_error)
-        ("%s: %s%s: %s (not retried: nbdkit is shutting down "
+      nbdkit_error ("%s: %s%s: %s (not retried: nbdkit is shutting down "
                     "or the client disconnected)", x->what, cfg.shown_url,
                     where, x->why);
       errno = ESHUTDOWN;
@@ -955,11 +947,10 @@ perform_on (struct conn *c, struct xfer *x)
     try++;
   }
   if (!x->reported)
-    (x->quiet ? nbdkit_debug : nbdkit_error)
-      ("%s: %s%s: %s%s", x->what, cfg.shown_url, where, x->why,
-       x->v == VERDICT_RETRY ? " (retries exhausted)"
-       : x->v == VERDICT_RETRY_FRESH && fresh
-       ? " (and again on a new connection)" : "");
+    nbdkit_error ("%s: %s%s: %s%s", x->what, cfg.shown_url, where, x->why,
+                  x->v == VERDICT_RETRY ? " (retries exhausted)"
+                  : x->v == VERDICT_RETRY_FRESH && fresh
+                  ? " (and again on a new connection)" : "");
   errno = EIO;
   return x->v;
 }
@@ -1078,27 +1069,6 @@ engine_put (struct conn *c, const void *buf, uint32_t count, uint64_t offset,
     return -1;
   *status = x.a.status;
   return 0;
-}
-
-/* Open c's connection ahead of need, with a one-byte GET checked like
- * any read (pool_start).  A failure is a debug message only (nbdkit
- * stopping during the warm-up is no error) and otherwise ignored: the
- * reads that follow meet it again and report it.
- */
-void
-engine_warm (struct conn *c)
-{
-  char byte;
-  struct read_req req = { .offset = 0, .count = 1, .buf = &byte };
-  struct read_req *reqs[1] = { &req };
-  struct span span = { .first = 0, .last = 0, .reqs = reqs, .nreqs = 1 };
-  struct xfer x = {
-    .q = one_range (0, 0, object.size), .what = "warm-up GET",
-    .spans = &span, .offset = 0, .count = 1, .quiet = true,
-  };
-
-  if (object.size > 0)
-    perform_on (c, &x);
 }
 
 /* How long the last answer on c took to start arriving once its

@@ -50,8 +50,8 @@ NBDKIT_DLL_PUBLIC int curl_debug_batch = 64;
 
 /* A server at least SLOW_NS away (a round trip, as the probe measured
  * it) gets all connections= and gathering (see limit_locked and
- * gather_locked); one at least FAR_NS away gets its connections opened
- * ahead of need (pool_start).  Loopback and a LAN answer well within a
+ * gather_locked); one at least FAR_NS away keeps the connections opened
+ * during the probe (pool_start).  Loopback and a LAN answer well within a
  * millisecond; users' remote images are 10-150 ms away.
  */
 #define SLOW_NS (2 * 1000000)
@@ -78,7 +78,6 @@ static struct {
   bool slow;                    /* the server is SLOW_NS or more away */
   int64_t wait_ns;              /* moving average of answers' delay */
   unsigned depth;               /* reads in flight lately, at most */
-  unsigned nr_warming;          /* of nr_made: still opening (pool_start) */
   int64_t depth_at;             /* when depth was last raised */
 } pool = {
   .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -105,36 +104,12 @@ pool_init (void)
   return 0;
 }
 
-/* The threads of pool_start, joined at unload, and the handle each is
- * warming (NULL before and after), under pool.lock.
- */
-static pthread_t *warmers;
-static struct conn **warming;
-static unsigned nr_warmers;
-
 void
 pool_unload (void)
 {
   unsigned i;
 
-  /* A client that came and went (one read of a boot sector) leaves
-   * warm-ups in flight: end them rather than wait a round trip or two
-   * for answers nobody needs.
-   */
   conn_stop ();
-  {
-    LOCK_FOR_SCOPE (&pool.lock);
-    for (i = 0; i < nr_warmers; i++)
-      if (warming[i] != NULL)
-        conn_abort (warming[i]);
-  }
-  for (i = 0; i < nr_warmers; i++)
-    pthread_join (warmers[i], NULL);
-  free (warming);
-  warming = NULL;
-  free (warmers);
-  warmers = NULL;
-  nr_warmers = 0;
 
   /* Called once no request runs, so every handle is back on the stack. */
   for (i = 0; i < pool.nr_free; i++)
@@ -209,89 +184,30 @@ put_locked (struct conn *c)
   wake_leader_locked ();
 }
 
-/* A slot given up: a handle could not be made, or not warmed. */
-static void
-unreserve_locked (void)
-{
-  pool.nr_made--;
-  pool.nr_warming--;
-  pthread_cond_signal (&pool.cond);
-  wake_leader_locked ();
-}
-
-static void *
-warm_one (void *arg)
-{
-  struct conn **slot = arg;
-  struct conn *c;
-
-  {
-    LOCK_FOR_SCOPE (&pool.lock);
-    c = conn_new ();
-    if (c == NULL) {
-      unreserve_locked ();
-      return NULL;
-    }
-    *slot = c;
-  }
-  engine_warm (c);
-  LOCK_FOR_SCOPE (&pool.lock);
-  *slot = NULL;
-  pool.nr_warming--;
-  put_locked (c);
-  return NULL;
-}
-
 /* Once nbdkit runs: how far the server is decides how the pool works.
- *
  * Over a long round trip a new connection costs one round trip for TCP
- * and one or two more for TLS before its first request, and a client
- * that starts with 16 reads in flight would pay that on each.  So when
- * the server is FAR_NS or more away, the rest of the pool's connections
- * are opened in parallel, one thread each, with a one-byte GET.  Their
- * slots are taken at once, so reads that come meanwhile do not open
- * connections of their own: they gather on the handles ready (the
- * probe's, then each one warmed).  A client that comes once they are
- * open pays no set-up at all: qemu-img over TLS at 100 ms took 1.23 s
- * where it had taken 1.59 s.  Not near the server, where opening on
- * demand costs little and requests would only be wasted.
+ * (and one or two more for TLS) before its first request, and a client
+ * that starts with 16 reads in flight would pay that on each; so the
+ * pool's other connections were opened during the probe's round trip
+ * (the spares of connection.c), and a read that needs a connection
+ * takes one at once.  qemu-img at 100 ms, nbdkit's start included,
+ * took 1.47-1.51 s where opening them with a one-byte GET each once
+ * the probe had answered took 1.63-1.64 s (upstream: 1.54 s).  Near
+ * the server, opening on demand costs little: the spares are closed.
  */
 void
 pool_start (void)
 {
   int64_t rtt = engine_round_trip ();
-  unsigned n, i;
-  int err;
 
-  {
-    LOCK_FOR_SCOPE (&pool.lock);
-    pool.slow = rtt >= SLOW_NS;
-    pool.wait_ns = rtt;
-    if (rtt < FAR_NS)
-      return;
-    n = cfg.connections - pool.nr_made;
-    pool.nr_made += n;
-    pool.nr_warming += n;
-  }
-  if (n == 0)
-    return;
-  nbdkit_debug ("%s: answers take %" PRIi64 " ms: opening %u more "
-                "connections", cfg.shown_url, rtt / 1000000, n);
-  warmers = calloc (n, sizeof warmers[0]);
-  warming = calloc (n, sizeof warming[0]);
-  for (i = 0; i < n; i++) {
-    err = warmers && warming
-      ? pthread_create (&warmers[nr_warmers], NULL, warm_one,
-                        &warming[nr_warmers])
-      : ENOMEM;
-    if (err == 0)
-      nr_warmers++;
-    else {
-      LOCK_FOR_SCOPE (&pool.lock);
-      nbdkit_debug ("pthread_create: %s", strerror (err));
-      unreserve_locked ();
-    }
-  }
+  if (rtt < FAR_NS)
+    conn_drop_spares ();
+  else if (conn_spares () > 0)
+    nbdkit_debug ("%s: answers take %" PRIi64 " ms: %u spare connections "
+                  "open", cfg.shown_url, rtt / 1000000, conn_spares ());
+  LOCK_FOR_SCOPE (&pool.lock);
+  pool.slow = rtt >= SLOW_NS;
+  pool.wait_ns = rtt;
 }
 
 /* For requests that are not batched (HEAD, PUT). */
@@ -370,10 +286,8 @@ slow_locked (void)
 static unsigned
 share_locked (void)
 {
-  unsigned ready = cfg.connections - pool.nr_warming;
+  unsigned ready = cfg.connections;
 
-  if (ready == 0)
-    ready = 1;
   if (pool.depth <= ready)
     return 1;
   ready -= ready / 4;

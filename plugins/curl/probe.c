@@ -91,7 +91,13 @@ probe_object (void)
 
   if (c == NULL)
     return -1;                  /* conn_new reported why */
+  /* The pool's other connections open while the probe waits for its
+   * answer (see "Spare connections" in connection.c).
+   */
+  if (!cfg.is_file)
+    conn_want_spares (cfg.connections - 1);
   r = probe_on (c);
+  conn_want_spares (0);
   pool_put (c);
   return r;
 }
