@@ -21,6 +21,11 @@
 #      a second: a copy that starts a second later does not use the
 #      closed spares (no request fails, none is retried) and is
 #      byte-exact.
+#  (g) url= answers 302 to the image on another origin (each behind its
+#      own link): the spares follow the probe there.  Once nbdkit runs,
+#      it holds 16 TCP connections to the image's link and at most one
+#      to the front's; a copy is byte-exact, the front answers one
+#      request and the image's origin sees 16 connections.
 #  (f) connections=4, random reads with 64 in flight: every read's bytes
 #      checked, every request's ranges exact and inside the object, some
 #      multi-range; then a read alone right after a burst, which waits
@@ -180,6 +185,41 @@ if grep -E 'retry [0-9]+ of|asking again|(^|: )error: ' "$tmp/idle.err"; then
   problem "(e) a closed spare was used: a request failed"
 fi
 stop_nbdkit idle
+
+# (g)
+start_nginx_named front "location = /disk.img {
+      return 302 $http_far;
+    }"
+start_linkem "$front_port" "$rtt"
+front_far=http://127.0.0.1:$linkem_port/disk.img
+image_link=${http_far#http://127.0.0.1:}
+image_link=${image_link%%/*}
+# established PORT: this machine's TCP connections to PORT (only nbdkit
+# connects to a link's port).
+established ()
+{
+  ss -Htn state established "( dport = :$1 )" | wc -l
+}
+mark
+: >"$tmp/nginx-front.log"
+start_nbdkit redir -r -v "$PLUGIN" "$front_far"
+wait_log "$tmp/redir.err" ': 15 spare connections open$'
+to_image=$(established "$image_link")
+to_front=$(established "$linkem_port")
+echo "(g) after start-up: $to_image connections to the image's link," \
+     "$to_front to the front's"
+[ "$to_image" -eq 16 ] ||
+  problem "(g) $to_image connections to the image's origin, expected 16"
+[ "$to_front" -le 1 ] ||
+  problem "(g) $to_front connections to the front, expected at most 1"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
+rm -f "$tmp/out.img"
+stop_nbdkit redir
+expect_conns 16 "(g) the image's origin, after a copy through the 302"
+front_reqs=$(wc -l <"$tmp/nginx-front.log")
+[ "$front_reqs" -eq 1 ] ||
+  problem "(g) the front answered $front_reqs requests, expected 1"
 
 # (f) Then 64 reads at once and, as soon as they are answered, one read
 # alone: it finds every handle free but the reads in flight lately more
