@@ -26,6 +26,8 @@
 #      it holds 16 TCP connections to the image's link and at most one
 #      to the front's; a copy is byte-exact, the front answers one
 #      request and the image's origin sees 16 connections.
+#  (h) a copy 6 s after start-up: the spares are older than 5 s and
+#      closed, not used; linkem carries 15 new connections besides them.
 #  (f) connections=4, random reads with 64 in flight: every read's bytes
 #      checked, every request's ranges exact and inside the object, some
 #      multi-range; then a read alone right after a burst, which waits
@@ -220,6 +222,19 @@ expect_conns 16 "(g) the image's origin, after a copy through the 302"
 front_reqs=$(wc -l <"$tmp/nginx-front.log")
 [ "$front_reqs" -eq 1 ] ||
   problem "(g) the front answered $front_reqs requests, expected 1"
+
+# (h)
+mark
+start_nbdkit old -r -v "$PLUGIN" "$http_far"
+wait_log "$tmp/old.err" ': 15 spare connections open$'
+sleep 6
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
+rm -f "$tmp/out.img"
+grep -q ': 15 spare connections unused for 5 s: closed' "$tmp/old.err" ||
+  problem "(h) spares 6 s old were not closed"
+stop_nbdkit old
+carried 31 "(h) the probe's, 15 spares unused, 15 new"
 
 # (f) Then 64 reads at once and, as soon as they are answered, one read
 # alone: it finds every handle free but the reads in flight lately more

@@ -126,12 +126,14 @@ static bool stopping;
  * name.  Near the server (pool_start) they are closed.
  *
  * Each handle made takes one spare, adopted or closed, so the sockets
- * never outnumber connections=.  A spare that the server closed, that
- * is not connected yet, or that is older than SPARE_MAX_AGE_NS (a
- * server closes a connection that sends no request: Apache after 20 s)
- * is closed rather than used.
+ * never outnumber connections=.  A spare that the server closed or
+ * spoke on, or that is not connected yet, is closed rather than used;
+ * so are all of them once they are SPARE_MAX_AGE_NS old (a server
+ * closes a connection that sends no request, Apache after 20 s,
+ * HAProxy as often set up after 10 s, and a close in flight could
+ * meet the request).
  */
-#define SPARE_MAX_AGE_NS (10 * INT64_C (1000000000))
+#define SPARE_MAX_AGE_NS (5 * INT64_C (1000000000))
 
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned spares_wanted;  /* while the probe runs */
@@ -224,8 +226,15 @@ take_spare_locked (const struct curl_sockaddr *a)
 
   if (!same_address (a))
     return CURL_SOCKET_BAD;
+  if (mono_ns () - spares_made >= SPARE_MAX_AGE_NS) {
+    nbdkit_debug ("%s: %u spare connections unused for %d s: closed",
+                  cfg.shown_url, nr_spares,
+                  (int) (SPARE_MAX_AGE_NS / 1000000000));
+    drop_spares_locked ();
+    return CURL_SOCKET_BAD;
+  }
   fd = spares[--nr_spares];
-  if (mono_ns () - spares_made < SPARE_MAX_AGE_NS && spare_usable (fd))
+  if (spare_usable (fd))
     return fd;
   close (fd);
   return CURL_SOCKET_BAD;
