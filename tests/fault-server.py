@@ -750,6 +750,17 @@ class CloseIdle(Handler):
             log("close-idle: closed port %d" % self.client_address[1])
 
 
+class Serial(Handler):
+    """One connection at a time (see SerialServer), each closed after
+    one answer, as a simple single-threaded server does."""
+
+    protocol_version = "HTTP/1.0"
+
+    def handle_one_request(self):
+        super().handle_one_request()
+        log("serial: answered port %d" % self.client_address[1])
+
+
 class MultipartEndless(Handler):
     """A correct multipart answer, without a length, that then goes on
     for ever (until the client hangs up, or 30 s): an endless epilogue
@@ -1300,6 +1311,7 @@ MODES = {
     "silent": Silent,
     "stall-after-probe": StallAfterProbe,
     "close-idle": CloseIdle,
+    "serial": Serial,
     "multipart-endless-epilogue": MultipartEndless,
     "multipart-endless-headers": type("MultipartEndlessHeaders",
                                       (MultipartEndless,),
@@ -1336,6 +1348,12 @@ class Server(http.server.ThreadingHTTPServer):
     request_queue_size = 64
 
 
+class SerialServer(http.server.HTTPServer):
+    """Accepts the next connection only once the last one is closed."""
+    allow_reuse_address = True
+    request_queue_size = 64
+
+
 def main():
     global args, log_file
     p = argparse.ArgumentParser(description=__doc__)
@@ -1346,7 +1364,8 @@ def main():
     p.add_argument("--port-file", help="write the port here when ready")
     args = p.parse_args()
     log_file = open(args.log, "a")
-    server = Server(("127.0.0.1", args.port), MODES[args.mode])
+    kind = SerialServer if args.mode == "serial" else Server
+    server = kind(("127.0.0.1", args.port), MODES[args.mode])
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:

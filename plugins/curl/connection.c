@@ -13,11 +13,14 @@
 
 #include <config.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,12 +116,14 @@ static bool stopping;
  * client's reads need costs a round trip to open before its first
  * request (more with TLS), and opening them only once the probe has
  * answered (pool.c) puts that round trip after start-up, in front of
- * the client's first reads.  So while the probe's request is in flight
- * the pool's other connections=-1 TCP connections are opened by hand,
- * to the address libcurl connects the probe to: a non-blocking
- * connect each, which the kernel completes during the probe's round
- * trip.  A handle made later adopts one when libcurl asks for a socket
- * to that same address (open_cb) and tells libcurl that it is
+ * the client's first reads.  So as soon as the probe's own connection
+ * is up and its request leaves (prereq_cb), the pool's other
+ * connections=-1 TCP connections are opened by hand to the address and
+ * port that connection went to: a non-blocking connect each, which the
+ * kernel completes while the probe waits for its answer.  Not before:
+ * a server that serves one connection at a time must get the probe's
+ * first.  A handle made later adopts one when libcurl asks for a
+ * socket to that same address (open_cb) and tells libcurl that it is
  * connected (sockopt_cb), so its first request leaves at once.
  * libcurl chooses the address: through a proxy it is the proxy's, and
  * when the probe is redirected to another origin the spares follow it
@@ -126,21 +131,31 @@ static bool stopping;
  * name.  Near the server (pool_start) they are closed.
  *
  * Each handle made takes one spare, adopted or closed, so the sockets
- * never outnumber connections=.  A spare that the server closed or
- * spoke on, or that is not connected yet, is closed rather than used;
- * so are all of them once they are SPARE_MAX_AGE_NS old (a server
- * closes a connection that sends no request, Apache after 20 s,
- * HAProxy as often set up after 10 s, and a close in flight could
- * meet the request).
+ * never outnumber connections=; and spares take at most half the
+ * descriptors that RLIMIT_NOFILE leaves, so that nbdkit and the
+ * handles still get theirs.  A spare that the server closed or spoke
+ * on, or that is not connected yet, is closed rather than used; so are
+ * all of them once they are SPARE_MAX_AGE_NS old (a server closes a
+ * connection that sends no request, Apache after 20 s, HAProxy as often
+ * set up after 10 s, and a close in flight could meet the request).
  */
 #define SPARE_MAX_AGE_NS (5 * INT64_C (1000000000))
 
+/* Where a connection goes: compared field by field, not as bytes of a
+ * sockaddr (padding, flow labels).
+ */
+struct endpoint {
+  int family;
+  unsigned port;
+  unsigned char addr[16];
+};
+
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned spares_wanted;  /* while the probe runs */
-static curl_socket_t *spares;
-static unsigned nr_spares;
-static struct sockaddr_storage spare_addr;
-static unsigned spare_addrlen;
+static curl_socket_t *spares;  /* spares[next_spare..nr_spares-1] left */
+static unsigned nr_spares, next_spare;
+static bool spares_left;        /* some are left; read without the lock */
+static struct endpoint spare_to;
 static int64_t spares_made;     /* CLOCK_MONOTONIC ns */
 
 static int64_t
@@ -152,30 +167,79 @@ mono_ns (void)
   return ts.tv_sec * INT64_C (1000000000) + ts.tv_nsec;
 }
 
+/* IPv4 or IPv6 only. */
 static bool
-same_address (const struct curl_sockaddr *a)
+endpoint_of (const struct sockaddr *sa, struct endpoint *e)
 {
-  return nr_spares > 0 && a->addrlen == spare_addrlen &&
-    memcmp (&a->addr, &spare_addr, spare_addrlen) == 0;
+  memset (e, 0, sizeof *e);
+  e->family = sa->sa_family;
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *in = (const struct sockaddr_in *) sa;
+
+    e->port = ntohs (in->sin_port);
+    memcpy (e->addr, &in->sin_addr, 4);
+    return true;
+  }
+  if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) sa;
+
+    e->port = ntohs (in6->sin6_port);
+    memcpy (e->addr, &in6->sin6_addr, 16);
+    return true;
+  }
+  return false;
+}
+
+static bool
+same_endpoint (const struct endpoint *a, const struct endpoint *b)
+{
+  return memcmp (a, b, sizeof *a) == 0;
+}
+
+static unsigned
+spares_left_locked (void)
+{
+  return nr_spares - next_spare;
 }
 
 static void
 drop_spares_locked (void)
 {
-  while (nr_spares > 0)
-    close (spares[--nr_spares]);
+  while (next_spare < nr_spares)
+    close (spares[next_spare++]);
+  nr_spares = next_spare = 0;
+  __atomic_store_n (&spares_left, false, __ATOMIC_RELAXED);
 }
 
-/* The probe is about to connect to a: spares to a, in place of any to
- * an address it left (a redirect to another origin).
+/* The probe's connection to ip:port is up: spares to it, in place of
+ * any to an address it left (a redirect to another origin).
  */
 static void
-open_spares_locked (const struct curl_sockaddr *a)
+open_spares_locked (const char *ip, int port)
 {
-  curl_socket_t fd;
+  struct sockaddr_storage ss;
+  struct sockaddr_in *in = (struct sockaddr_in *) &ss;
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &ss;
+  socklen_t len;
+  struct endpoint to;
+  struct rlimit rl;
+  curl_socket_t fd, fd_limit;
 
-  if (spares_wanted == 0 || same_address (a) ||
-      a->addrlen > sizeof spare_addr)
+  memset (&ss, 0, sizeof ss);
+  if (inet_pton (AF_INET, ip, &in->sin_addr) == 1) {
+    in->sin_family = AF_INET;
+    in->sin_port = htons (port);
+    len = sizeof *in;
+  }
+  else if (inet_pton (AF_INET6, ip, &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons (port);
+    len = sizeof *in6;
+  }
+  else
+    return;                     /* a Unix socket, a scoped IPv6 address */
+  endpoint_of ((struct sockaddr *) &ss, &to);
+  if (spares_left_locked () > 0 && same_endpoint (&to, &spare_to))
     return;
   drop_spares_locked ();
   if (spares == NULL) {
@@ -183,20 +247,25 @@ open_spares_locked (const struct curl_sockaddr *a)
     if (spares == NULL)
       return;
   }
-  memcpy (&spare_addr, &a->addr, a->addrlen);
-  spare_addrlen = a->addrlen;
+  if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    fd_limit = rl.rlim_cur / 2;
+  else
+    fd_limit = 1 << 20;
+  spare_to = to;
   spares_made = mono_ns ();
   while (nr_spares < spares_wanted) {
-    fd = socket (a->family, a->socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                 a->protocol);
+    fd = socket (ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd == -1)
       break;
-    if (connect (fd, &a->addr, a->addrlen) == -1 && errno != EINPROGRESS) {
+    if (fd >= fd_limit ||
+        (connect (fd, (struct sockaddr *) &ss, len) == -1 &&
+         errno != EINPROGRESS)) {
       close (fd);
       break;
     }
     spares[nr_spares++] = fd;
   }
+  __atomic_store_n (&spares_left, nr_spares > 0, __ATOMIC_RELAXED);
   nbdkit_debug ("%s: %u spare connections opening beside the probe's",
                 cfg.shown_url, nr_spares);
 }
@@ -218,22 +287,36 @@ spare_usable (curl_socket_t fd)
     (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-/* A spare for a handle about to connect to a, or CURL_SOCKET_BAD. */
+/* All of them, once they are too old to be used. */
+static bool
+expire_spares_locked (void)
+{
+  if (spares_left_locked () == 0 ||
+      mono_ns () - spares_made < SPARE_MAX_AGE_NS)
+    return false;
+  nbdkit_debug ("%s: %u spare connections unused for %d s: closed",
+                cfg.shown_url, spares_left_locked (),
+                (int) (SPARE_MAX_AGE_NS / 1000000000));
+  drop_spares_locked ();
+  return true;
+}
+
+/* A spare for a handle about to connect to a, or CURL_SOCKET_BAD.  The
+ * oldest first: a server that serves one connection at a time accepts
+ * them in that order, and waits on the first for its request.
+ */
 static curl_socket_t
 take_spare_locked (const struct curl_sockaddr *a)
 {
+  struct endpoint to;
   curl_socket_t fd;
 
-  if (!same_address (a))
+  if (spares_left_locked () == 0 || !endpoint_of (&a->addr, &to) ||
+      !same_endpoint (&to, &spare_to) || expire_spares_locked ())
     return CURL_SOCKET_BAD;
-  if (mono_ns () - spares_made >= SPARE_MAX_AGE_NS) {
-    nbdkit_debug ("%s: %u spare connections unused for %d s: closed",
-                  cfg.shown_url, nr_spares,
-                  (int) (SPARE_MAX_AGE_NS / 1000000000));
+  fd = spares[next_spare++];
+  if (spares_left_locked () == 0)
     drop_spares_locked ();
-    return CURL_SOCKET_BAD;
-  }
-  fd = spares[--nr_spares];
   if (spare_usable (fd))
     return fd;
   close (fd);
@@ -253,7 +336,7 @@ unsigned
 conn_spares (void)
 {
   LOCK_FOR_SCOPE (&spare_lock);
-  return nr_spares;
+  return spares_left_locked ();
 }
 
 void
@@ -261,6 +344,20 @@ conn_drop_spares (void)
 {
   LOCK_FOR_SCOPE (&spare_lock);
   drop_spares_locked ();
+}
+
+/* Spares that no handle took (a client that keeps one read in flight
+ * needs one connection) are closed once too old, not held for as long
+ * as nbdkit runs: the pool asks on every read, which costs one relaxed
+ * load once they are gone.
+ */
+void
+conn_expire_spares (void)
+{
+  if (!__atomic_load_n (&spares_left, __ATOMIC_RELAXED))
+    return;
+  LOCK_FOR_SCOPE (&spare_lock);
+  expire_spares_locked ();
 }
 
 static void
@@ -273,6 +370,20 @@ spares_free (void)
   spares_wanted = 0;
 }
 
+/* The connection is up (and reused for each later request on it):
+ * while the probe runs, the spares open to where it went.
+ */
+static int
+prereq_cb (void *opaque, char *primary_ip, char *local_ip,
+           int primary_port, int local_port)
+{
+  LOCK_FOR_SCOPE (&spare_lock);
+  if (spares_wanted > 0 && primary_ip != NULL &&
+      !__atomic_load_n (&stopping, __ATOMIC_RELAXED))
+    open_spares_locked (primary_ip, primary_port);
+  return CURL_PREREQFUNC_OK;
+}
+
 static curl_socket_t
 open_cb (void *opaque, curlsocktype purpose, struct curl_sockaddr *a)
 {
@@ -282,12 +393,9 @@ open_cb (void *opaque, curlsocktype purpose, struct curl_sockaddr *a)
   c->adopted = false;
   if (__atomic_load_n (&stopping, __ATOMIC_RELAXED))
     return CURL_SOCKET_BAD;
-  if (purpose == CURLSOCKTYPE_IPCXN && a->socktype == SOCK_STREAM &&
-      (a->family == AF_INET || a->family == AF_INET6)) {
+  if (purpose == CURLSOCKTYPE_IPCXN && a->socktype == SOCK_STREAM) {
     LOCK_FOR_SCOPE (&spare_lock);
     fd = take_spare_locked (a);
-    if (fd == CURL_SOCKET_BAD)
-      open_spares_locked (a);
   }
   if (fd != CURL_SOCKET_BAD) {
     c->adopted = true;
@@ -353,6 +461,7 @@ setup_handle (struct conn *c)
   if (rc == CURLE_OK)
     rc = config_apply (e);
   SET (CURLOPT_HTTPHEADER, cfg.headers);
+  SET (CURLOPT_PREREQFUNCTION, prereq_cb);
   SET (CURLOPT_OPENSOCKETFUNCTION, open_cb);
   SET (CURLOPT_OPENSOCKETDATA, c);
   SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);

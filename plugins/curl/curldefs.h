@@ -274,6 +274,7 @@ extern void conn_stop (void);
 extern void conn_want_spares (unsigned n);
 extern unsigned conn_spares (void);
 extern void conn_drop_spares (void);
+extern void conn_expire_spares (void);
 
 /* script.c: header-script, cookie-script and url-script. */
 extern int script_init (void);

@@ -489,6 +489,7 @@ pool_pread (void *buf, uint32_t count, uint64_t offset)
   int64_t until;
   unsigned n;
 
+  conn_expire_spares ();
   /* The client's first reads of the object's start: no round trip. */
   if (remote_read_first (buf, count, offset))
     return 0;
