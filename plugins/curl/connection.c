@@ -105,10 +105,6 @@ print_debug (const char *line, void *opaque)
 
 static const struct debug_printer printer = { print_debug, NULL };
 
-/* libcurl tells no socket during a transfer (CURLINFO_ACTIVESOCKET is
- * only for after it), so the handle's socket is recorded when libcurl
- * makes it and forgotten when libcurl closes it.
- */
 /* Set at unload (conn_stop): no new socket is made. */
 static bool stopping;
 
@@ -131,13 +127,13 @@ static bool stopping;
  * name.  Near the server (pool_start) they are closed.
  *
  * Each handle made takes one spare, adopted or closed, so the sockets
- * never outnumber connections=; and spares take at most half the
- * descriptors that RLIMIT_NOFILE leaves, so that nbdkit and the
- * handles still get theirs.  A spare that the server closed or spoke
- * on, or that is not connected yet, is closed rather than used; so are
- * all of them once they are SPARE_MAX_AGE_NS old (a server closes a
- * connection that sends no request, Apache after 20 s, HAProxy as often
- * set up after 10 s, and a close in flight could meet the request).
+ * never outnumber connections=; and no spare gets a descriptor above
+ * half of RLIMIT_NOFILE, so that nbdkit and the handles still get
+ * theirs.  A spare that the server closed or spoke on, or that is not
+ * connected yet, is closed rather than used; so are all of them once
+ * they are SPARE_MAX_AGE_NS old (a server closes a connection that
+ * sends no request, Apache after 20 s, HAProxy as often set up after
+ * 10 s, and a close in flight could meet the request).
  */
 #define SPARE_MAX_AGE_NS (5 * INT64_C (1000000000))
 
@@ -404,6 +400,10 @@ open_cb (void *opaque, curlsocktype purpose, struct curl_sockaddr *a)
   return socket (a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
+/* libcurl tells no socket during a transfer (CURLINFO_ACTIVESOCKET is
+ * only for after it), so the handle's socket is recorded when libcurl
+ * makes it and forgotten when libcurl closes it.
+ */
 static int
 sockopt_cb (void *opaque, curl_socket_t sock, curlsocktype purpose)
 {
