@@ -13,7 +13,8 @@ import os
 import statistics
 import sys
 
-ORDER = ["plugin", "plugin-t64", "upstream", "debian", "curl", "aria2c"]
+ORDER = ["plugin", "plugin-t64", "upstream", "upstream-ra", "debian", "curl",
+         "aria2c"]
 DESC = {
     "seq": 'nbdcopy "$uri" null:  (MiB/s of the client alone)',
     "qemu": 'qemu-img convert -n -f raw "$uri" null-co  (MiB/s); '
@@ -45,7 +46,20 @@ SERVED_REDIR_DESC = {
 }
 # The curl reference of a row when it is timed under another.
 CURL_UNDER = {"qemu": "seq", "whole-qemu": "whole-nbdcopy",
-              "redir-qemu": "redir-nbdcopy"}
+              "redir-qemu": "redir-nbdcopy", "qd1-4k": "qd1-64k",
+              "qd1-1m": "qd1-64k", "qd4-64k": "qd1-64k",
+              "qd1-boot": "qd1-64k"}
+# Clients that keep little in flight (issue 20): served export, fio on
+# one NBD connection, MiB/s; curl's GET (timed under qd1-64k) is the
+# line-rate reference of each.
+QD_DESC = {
+    "qd1-4k": "fio read 4 KiB, QD1",
+    "qd1-64k": "fio read 64 KiB, QD1",
+    "qd1-1m": "fio read 1 MiB, QD1",
+    "qd4-64k": "fio read 64 KiB, QD4",
+    "qd1-boot": "fio 64 KiB QD1, one read in ten at a random place "
+                "(randread, percentage_random=10)",
+}
 
 
 def main():
@@ -83,6 +97,11 @@ def main():
                 if row.get(col):
                     counts.setdefault(k, {}).setdefault(name, []).append(
                         int(row[col]))
+            # Bytes the origin sent over bytes the client read.
+            if row.get("origin_bytes") and row.get("read_bytes") and \
+                    int(row["read_bytes"]) > 0:
+                counts.setdefault(k, {}).setdefault("fetched", []).append(
+                    int(row["origin_bytes"]) / int(row["read_bytes"]))
             if row["status"] == "ok":
                 samples[k].append(float(row["value"]))
             else:
@@ -213,6 +232,9 @@ def main():
                          % cell)
             lines += rc_rows
 
+    qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
+            rows)
+
     with open(os.path.join(a.out, "wan-summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["rtt_ms", "transport", "scenario", "contender", "unit",
@@ -268,6 +290,7 @@ def main():
                    max(v) if v else None, "<=", a.conn_limit, fmtv="%g")
 
     start_targets(a, cells, samples, counts, key, med, target)
+    qd_targets(cells, samples, key, ratio, target)
 
     lines.append("")
     lines.append("Targets (the project's performance targets; medians):")
@@ -399,6 +422,82 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                              "%.3f" % rc if rc is not None else "",
                              "%g" % front[0] if front else "",
                              "%g" % origin[0] if origin else ""])
+
+
+def qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
+            rows):
+    """The rows of clients that keep little in flight, with the bytes
+    the origin sent per byte read (read-ahead's waste)."""
+    for cell in cells:
+        for sc in QD_DESC:
+            present = [c for c in ORDER if c not in ("curl", "aria2c") and
+                       cell + (sc, c) in samples]
+            if not present:
+                continue
+            lines.append("")
+            lines.append("== RTT %d ms, %s, %s: served export: %s  (MiB/s)"
+                         % (cell[0], cell[1], sc, QD_DESC[sc]))
+            lines.append("%-24s %2s %9s %9s %9s  %7s %7s %9s  %s" % (
+                "contender", "n", "median", "min", "max", "/curl",
+                "/upstr", "/upstr-ra", "fetched/read, requests"))
+            for c in present:
+                k = key(cell, sc, c)
+                st = stats(cell, sc, c)
+                b = bad.get(k)
+                note = ""
+                if b:
+                    note = "  (" + ", ".join(
+                        "%d %s" % (n, s_) for s_, n in sorted(b.items())) + ")"
+                name = labels.get(c, c)
+                if not st:
+                    lines.append("%-24s %2d %9s%s" % (name, 0, "no data",
+                                                      note))
+                    continue
+                m, lo, hi, n = st
+                rs = [ratio(cell, sc, c, ref)
+                      for ref in ("curl", "upstream", "upstream-ra")]
+                f = counts.get(k, {}).get("fetched")
+                o = counts.get(k, {}).get("origin")
+                waste = "%.2f" % statistics.median(f) if f else "-"
+                reqs = "%g" % statistics.median(o) if o else "-"
+                lines.append("%-24s %2d %9.2f %9.2f %9.2f  %s  %s, %s%s" % (
+                    name, n, m, lo, hi,
+                    " ".join("%7s" % ("%.2fx" % r if r is not None else "-")
+                             for r in rs[:2]) +
+                    " %9s" % ("%.2fx" % rs[2] if rs[2] is not None else "-"),
+                    waste, reqs, note))
+                rows.append([cell[0], cell[1], sc, c, "MiB/s", n,
+                             "%.2f" % m, "%.2f" % lo, "%.2f" % hi,
+                             "%.3f" % rs[0] if rs[0] is not None else "",
+                             "", "",
+                             "%.3f" % rs[1] if rs[1] is not None else "",
+                             "", "", "", "",
+                             reqs if o else ""])
+            if key(cell, sc, "curl") in samples:
+                st = stats(cell, sc, "curl")
+                if st:
+                    lines.append("%-24s %2d %9.2f %9.2f %9.2f  (the "
+                                 "line-rate reference)" % (
+                                     labels.get("curl", "curl") +
+                                     ("" if sc == "qd1-64k" else
+                                      " (qd1-64k)"), st[3], st[0], st[1],
+                                     st[2]))
+
+
+def qd_targets(cells, samples, key, ratio, target):
+    """issue 20's targets for clients that keep one read in flight."""
+    for cell in cells:
+        cn = "%d ms %s" % cell
+        for sc, share in (("qd1-64k", 0.5), ("qd1-1m", 0.8)):
+            if cell + (sc, "plugin") not in samples:
+                continue
+            if key(cell, sc, "curl") in samples:
+                target("%s %s >= %.1fx curl GET" % (cn, sc, share),
+                       ratio(cell, sc, "plugin", "curl"), ">=", share)
+            for ref in ("upstream", "upstream-ra"):
+                if cell + (sc, ref) in samples:
+                    target("%s %s ahead of %s" % (cn, sc, ref),
+                           ratio(cell, sc, "plugin", ref), ">", 1.0)
 
 
 def ceiling_of(cell, sc, c, threads):
