@@ -750,6 +750,29 @@ class CloseIdle(Handler):
             log("close-idle: closed port %d" % self.client_address[1])
 
 
+class DropIdleFirst(Handler):
+    """A connection whose first request comes more than 0.2 s after it
+    was accepted is closed unanswered (reset: the request is left
+    unread), as a server closes a connection that stayed idle while
+    the close crosses the client's request."""
+
+    def setup(self):
+        super().setup()
+        self.accepted = time.monotonic()
+        self.first = True
+
+    def handle_one_request(self):
+        if self.first:
+            self.first = False
+            self.rfile.peek(1)
+            if time.monotonic() - self.accepted > 0.2:
+                log("drop-idle-first: closed port %d unanswered" %
+                    self.client_address[1])
+                self.close_connection = True
+                return
+        super().handle_one_request()
+
+
 class Serial(Handler):
     """One connection at a time (see SerialServer), each closed after
     one answer, as a simple single-threaded server does."""
@@ -1312,6 +1335,7 @@ MODES = {
     "stall-after-probe": StallAfterProbe,
     "close-idle": CloseIdle,
     "serial": Serial,
+    "drop-idle-first": DropIdleFirst,
     "multipart-endless-epilogue": MultipartEndless,
     "multipart-endless-headers": type("MultipartEndlessHeaders",
                                       (MultipartEndless,),

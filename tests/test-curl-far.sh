@@ -26,8 +26,13 @@
 #      it holds 16 TCP connections to the image's link and at most one
 #      to the front's; a copy is byte-exact, the front answers one
 #      request and the image's origin sees 16 connections.
-#  (h) a copy 6 s after start-up: the spares are older than 5 s and
-#      closed, not used; linkem carries 15 new connections besides them.
+#  (h) 6 s after start-up, with no client yet, the spares are older than
+#      5 s and closed (only the probe's connection is open); a copy then
+#      makes 15 new connections (linkem carries 31 in all).
+#  (i) a redirect loop between two links to one nginx (each answer a
+#      302 to the other): start-up fails, and the spares moved at most
+#      three times, not at each of the 20 hops: linkem carries at most
+#      3 x 16 + 4 connections.
 #  (f) connections=4, random reads with 64 in flight: every read's bytes
 #      checked, every request's ranges exact and inside the object, some
 #      multi-range; then a read alone right after a burst, which waits
@@ -228,6 +233,11 @@ mark
 start_nbdkit old -r -v "$PLUGIN" "$http_far"
 wait_log "$tmp/old.err" ': 15 spare connections open$'
 sleep 6
+# Closed by then with no client to need them: only the probe's is open.
+idle=$(established "$image_link")
+echo "(h) 6 s after start-up, no client yet: $idle connections open"
+[ "$idle" -eq 1 ] ||
+  problem "(h) $idle connections open 6 s after start-up, expected 1"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 assert_same_file "$image" "$tmp/out.img"
 rm -f "$tmp/out.img"
@@ -235,6 +245,35 @@ grep -q ': 15 spare connections unused for 5 s: closed' "$tmp/old.err" ||
   problem "(h) spares 6 s old were not closed"
 stop_nbdkit old
 carried 31 "(h) the probe's, 15 spares unused, 15 new"
+
+# (i) The ports ride in the query: L1/a?p=L2&q=L1 -> L2/a?p=L1&q=L2 -> ...
+start_nginx_named loop 'location = /a {
+      return 302 http://127.0.0.1:$arg_p/a?p=$arg_q&q=$arg_p;
+    }'
+start_linkem "$loop_port" "$rtt"
+l1=$linkem_port
+start_linkem "$loop_port" "$rtt"
+l2=$linkem_port
+mark
+st=0
+timeout 60 "${NBDKIT[@]}" -r -U - -v "$PLUGIN" \
+  "http://127.0.0.1:$l1/a?p=$l2&q=$l1" --run true \
+  </dev/null >"$tmp/loop.out" 2>"$tmp/loop.err" || st=$?
+[ "$st" -ne 0 ] || problem "(i) a redirect loop: nbdkit exited 0"
+grep -qi 'redirect' "$tmp/loop.err" ||
+  problem "(i) no redirect in the error: $(grep error "$tmp/loop.err")"
+n=$(tail -n +"$lk_first" "$tmp/linkem.log" 2>/dev/null | wc -l)
+for ((k = 0; k < 20; k++)); do
+  sleep 0.1
+  m=$(tail -n +"$lk_first" "$tmp/linkem.log" | wc -l)
+  [ "$m" -ne "$n" ] || break
+  n=$m
+done
+carried_n=$(tail -n +"$lk_first" "$tmp/linkem.log" |
+              grep -c '^linkem: connection [0-9]* ' || :)
+echo "(i) a redirect loop: linkem carried $carried_n TCP connections"
+[ "$carried_n" -le 52 ] ||
+  problem "(i) a redirect loop made $carried_n TCP connections, expected at most 52"
 
 # (f) Then 64 reads at once and, as soon as they are answered, one read
 # alone: it finds every handle free but the reads in flight lately more

@@ -133,9 +133,13 @@ static bool stopping;
  * connected yet, is closed rather than used; so are all of them once
  * they are SPARE_MAX_AGE_NS old (a server closes a connection that
  * sends no request, Apache after 20 s, HAProxy as often set up after
- * 10 s, and a close in flight could meet the request).
+ * 10 s), by a thread if no read comes.  A close still in flight when a
+ * spare is taken fails its first request with no answer; the engine
+ * asks again on a new connection (conn_took_spare).  Through a chain
+ * of redirects they move at most MAX_SPARE_ROUNDS - 1 times.
  */
 #define SPARE_MAX_AGE_NS (5 * INT64_C (1000000000))
+#define MAX_SPARE_ROUNDS 3
 
 /* Where a connection goes: compared field by field, not as bytes of a
  * sockaddr (padding, flow labels).
@@ -151,6 +155,7 @@ static unsigned spares_wanted;  /* while the probe runs */
 static curl_socket_t *spares;  /* spares[next_spare..nr_spares-1] left */
 static unsigned nr_spares, next_spare;
 static bool spares_left;        /* some are left; read without the lock */
+static unsigned spare_rounds;   /* addresses spares went to in this probe */
 static struct endpoint spare_to;
 static int64_t spares_made;     /* CLOCK_MONOTONIC ns */
 
@@ -237,6 +242,14 @@ open_spares_locked (const char *ip, int port)
   endpoint_of ((struct sockaddr *) &ss, &to);
   if (spares_left_locked () > 0 && same_endpoint (&to, &spare_to))
     return;
+  /* A redirect loop moves them at most twice (A -> B -> C): not
+   * connections=-1 new ones at each of its hops.
+   */
+  if (spare_rounds >= MAX_SPARE_ROUNDS) {
+    drop_spares_locked ();
+    return;
+  }
+  spare_rounds++;
   drop_spares_locked ();
   if (spares == NULL) {
     spares = calloc (spares_wanted, sizeof spares[0]);
@@ -325,6 +338,74 @@ conn_want_spares (unsigned n)
 {
   LOCK_FOR_SCOPE (&spare_lock);
   spares_wanted = n;
+  if (n > 0)
+    spare_rounds = 0;
+}
+
+/* An nbdkit that waits for its first client must not hold spares that
+ * are too old to be used (the server has closed most of them by then,
+ * and each is a descriptor): a thread closes them once they are, or
+ * when nbdkit exits.  Started once nbdkit runs (pool_start).
+ */
+static pthread_t spare_timer;
+static bool spare_timer_running, spare_timer_stop;
+static pthread_cond_t spare_timer_cond;
+
+static void *
+spare_timer_run (void *arg)
+{
+  struct timespec ts;
+  int64_t until;
+
+  LOCK_FOR_SCOPE (&spare_lock);
+  while (!spare_timer_stop && spares_left_locked () > 0) {
+    until = spares_made + SPARE_MAX_AGE_NS;
+    if (mono_ns () >= until) {
+      expire_spares_locked ();
+      break;
+    }
+    ts.tv_sec = until / 1000000000;
+    ts.tv_nsec = until % 1000000000;
+    pthread_cond_timedwait (&spare_timer_cond, &spare_lock, &ts);
+  }
+  return NULL;
+}
+
+void
+conn_spare_timer (void)
+{
+  pthread_condattr_t attr;
+  int err;
+
+  if (conn_spares () == 0 || spare_timer_running)
+    return;
+  pthread_condattr_init (&attr);
+  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+  pthread_cond_init (&spare_timer_cond, &attr);
+  pthread_condattr_destroy (&attr);
+  err = pthread_create (&spare_timer, NULL, spare_timer_run, NULL);
+  if (err != 0) {
+    /* Then they are closed on the next read, or at exit. */
+    nbdkit_debug ("pthread_create: %s", strerror (err));
+    pthread_cond_destroy (&spare_timer_cond);
+    return;
+  }
+  spare_timer_running = true;
+}
+
+static void
+spare_timer_end (void)
+{
+  if (!spare_timer_running)
+    return;
+  {
+    LOCK_FOR_SCOPE (&spare_lock);
+    spare_timer_stop = true;
+    pthread_cond_signal (&spare_timer_cond);
+  }
+  pthread_join (spare_timer, NULL);
+  pthread_cond_destroy (&spare_timer_cond);
+  spare_timer_running = false;
 }
 
 /* Spares not yet taken. */
@@ -411,10 +492,24 @@ sockopt_cb (void *opaque, curl_socket_t sock, curlsocktype purpose)
   bool adopted = c->adopted;
 
   c->adopted = false;
+  if (adopted)
+    c->on_spare = true;
   __atomic_store_n (&c->sock, sock, __ATOMIC_RELAXED);
   if (__atomic_load_n (&stopping, __ATOMIC_RELAXED))
     return CURL_SOCKOPT_ERROR;
   return adopted ? CURL_SOCKOPT_ALREADY_CONNECTED : CURL_SOCKOPT_OK;
+}
+
+/* Whether c's last request went out on a spare, its first request
+ * there (and it is not one from now on).
+ */
+bool
+conn_took_spare (struct conn *c)
+{
+  bool r = c->on_spare;
+
+  c->on_spare = false;
+  return r;
 }
 
 static int
@@ -432,6 +527,7 @@ void
 conn_stop (void)
 {
   __atomic_store_n (&stopping, true, __ATOMIC_RELAXED);
+  spare_timer_end ();
   conn_drop_spares ();
 }
 

@@ -264,6 +264,7 @@ struct conn {
   CURL *easy;
   curl_socket_t sock;           /* its connection's socket, for ack_now */
   bool adopted;                 /* open_cb gave it a spare connection */
+  bool on_spare;                /* ... since engine_spare_used last asked */
   char errbuf[CURL_ERROR_SIZE];
 };
 extern int connection_init (void);
@@ -275,6 +276,8 @@ extern void conn_want_spares (unsigned n);
 extern unsigned conn_spares (void);
 extern void conn_drop_spares (void);
 extern void conn_expire_spares (void);
+extern bool conn_took_spare (struct conn *c);
+extern void conn_spare_timer (void);
 
 /* script.c: header-script, cookie-script and url-script. */
 extern int script_init (void);

@@ -893,11 +893,30 @@ perform_on (struct conn *c, struct xfer *x)
               x->offset, x->offset + x->count - 1);
 
   for (try = 0;;) {
+    bool spare;
+
     r = attempt (c, x);
+    spare = conn_took_spare (c);
     if (fresh)
       curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 0L);
     if (r == 0)
       return x->v;
+    /* A spare connection (connection.c) whose close by the server was
+     * still on its way when it was taken fails its first request with
+     * no answer at all.  Without spares that request would have opened
+     * a connection of its own: so it does now, at once and not counted
+     * in retries=, and the other spares, as old, are closed.
+     */
+    if (spare && !fresh && x->v == VERDICT_RETRY && x->a.status == 0 &&
+        x->a.rc != CURLE_OK) {
+      nbdkit_debug ("%s: %s%s: %s: the spare connection had been closed: "
+                    "asking again on a new connection", x->what,
+                    cfg.shown_url, where, x->why);
+      conn_drop_spares ();
+      fresh = true;
+      curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
+      continue;
+    }
     if (x->v == VERDICT_NOT_THE_PARTS_ASKED_FOR) {
       nbdkit_debug ("%s: %s%s: %s: asking for one range per request from "
                     "now on", x->what, cfg.shown_url, where, x->why);

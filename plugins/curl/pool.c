@@ -202,9 +202,11 @@ pool_start (void)
 
   if (rtt < FAR_NS)
     conn_drop_spares ();
-  else if (conn_spares () > 0)
+  else if (conn_spares () > 0) {
     nbdkit_debug ("%s: answers take %" PRIi64 " ms: %u spare connections "
                   "open", cfg.shown_url, rtt / 1000000, conn_spares ());
+    conn_spare_timer ();
+  }
   LOCK_FOR_SCOPE (&pool.lock);
   pool.slow = rtt >= SLOW_NS;
   pool.wait_ns = rtt;
