@@ -256,10 +256,10 @@ open_spares_locked (const char *ip, int port)
     if (spares == NULL)
       return;
   }
-  if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+  fd_limit = 1 << 20;
+  if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur / 2 < (rlim_t) fd_limit)
     fd_limit = rl.rlim_cur / 2;
-  else
-    fd_limit = 1 << 20;
   spare_to = to;
   spares_made = mono_ns ();
   while (nr_spares < spares_wanted) {
