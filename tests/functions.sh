@@ -1029,6 +1029,54 @@ start_nginx_named ()
   printf -v "${name}_pid" %s "$_nginx_pid"
 }
 
+# requires_secure_link: nginx with the secure_link module (expiring
+# signed links), or the test is skipped.
+requires_secure_link ()
+{
+  requires nginx
+  nginx -V 2>&1 | grep -q -- --with-http_secure_link_module ||
+    skip "nginx has no secure_link module"
+}
+
+# start_signed_nginx SECRET: start_nginx_named signed, serving
+# /disk.img only with a link signed as nginx's secure_link_md5
+# "$secure_link_expires$uri SECRET" in md5= with its end in Expires=
+# (403 for a bad signature, 410 once expired).  Its files go in
+# $tmp/nginx-signed/www.
+start_signed_nginx ()
+{
+  start_nginx_named signed "location = /disk.img {
+      secure_link \$arg_md5,\$arg_Expires;
+      secure_link_md5 \"\$secure_link_expires\$uri $1\";
+      if (\$secure_link = \"\") { return 403; }
+      if (\$secure_link = \"0\") { return 410; }
+    }"
+}
+
+# reads_moved_at_11 NAME STRIDE SKEW LEN MOVED GONE: 20 reads of LEN
+# bytes at i * STRIDE + SKEW (i = 1..20) through $uri, each compared
+# with $image; before the 11th the files MOVED and GONE are made (the
+# redirect tests' nginx turn their answers with them).  Fails NAME.
+reads_moved_at_11 ()
+{
+  local name=$1
+  FILE=$image STRIDE=$2 SKEW=$3 LEN=$4 MOVED=$5 GONE=$6 nbdsh -u "$uri" -c '
+import os
+data = open(os.environ["FILE"], "rb").read()
+stride, skew, n = (int(os.environ[k]) for k in ("STRIDE", "SKEW", "LEN"))
+for i in range(1, 21):
+    if i == 11:
+        open(os.environ["MOVED"], "w").close()
+        open(os.environ["GONE"], "w").close()
+    off = i * stride + skew
+    assert h.pread(n, off) == data[off:off + n], "read %d differs" % i
+h.shutdown()
+' >"$tmp/$name.out" 2>&1 || {
+    cat "$tmp/$name.out" >&2
+    fail "$name: reads failed"
+  }
+}
+
 _nginx_named_conf ()
 {
   local dir=$_nginx_dir conf

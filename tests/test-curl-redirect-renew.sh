@@ -24,9 +24,7 @@ set -e
 source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires_nbdsh
-requires nginx
-nginx -V 2>&1 | grep -q -- --with-http_secure_link_module ||
-  skip "nginx has no secure_link module"
+requires_secure_link
 
 size=$((2 * 1024 * 1024 + 333))
 
@@ -56,21 +54,8 @@ image=$tmp/nginx-old/www/disk.img
 start_nbdkit refused -r -v "$PLUGIN" "http://127.0.0.1:$front_port/disk.img"
 # Ten reads from the old target, then it refuses and the front moves on,
 # then ten more reads (none inside the probe's first 8 KiB).
-FILE=$image MOVED=$tmp/nginx-front/moved GONE=$tmp/nginx-old/gone \
-  nbdsh -u "$uri" -c '
-import os
-data = open(os.environ["FILE"], "rb").read()
-for i in range(1, 21):
-    if i == 11:
-        open(os.environ["MOVED"], "w").close()
-        open(os.environ["GONE"], "w").close()
-    off = i * 65536 + 17
-    assert h.pread(5000, off) == data[off:off + 5000], "read %d differs" % i
-h.shutdown()
-' >"$tmp/refused.out" 2>&1 || {
-  cat "$tmp/refused.out" >&2
-  fail "refused: reads failed"
-}
+reads_moved_at_11 refused 65536 17 5000 "$tmp/nginx-front/moved" \
+  "$tmp/nginx-old/gone"
 stop_nbdkit refused
 
 front_gets=$(count "$tmp/nginx-front.log" " GET /disk.img 302 ")
@@ -172,12 +157,7 @@ echo "unreachable: front 2 GETs, new target $new_reads reads"
 # the time in Expires has passed.  The front signs, which nginx cannot
 # do: a link for now + 5 s, with the secure_link_md5 expression below.
 secret=rt-$RANDOM$RANDOM
-start_nginx_named signed "location = /disk.img {
-      secure_link \$arg_md5,\$arg_Expires;
-      secure_link_md5 \"\$secure_link_expires\$uri $secret\";
-      if (\$secure_link = \"\") { return 403; }
-      if (\$secure_link = \"0\") { return 410; }
-    }"
+start_signed_nginx "$secret"
 cp -p "$image" "$tmp/nginx-signed/www/disk.img"
 
 rm -f "$tmp/signer.port"

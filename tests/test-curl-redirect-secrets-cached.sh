@@ -61,21 +61,8 @@ run_case ()
   timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
   assert_same_file "$image" "$tmp/out.img"
   rm -f "$tmp/out.img"
-  FILE=$image MOVED=$tmp/nginx-a/moved GONE=$tmp/nginx-b/gone \
-    nbdsh -u "$uri" -c '
-import os
-data = open(os.environ["FILE"], "rb").read()
-for i in range(1, 21):
-    if i == 11:
-        open(os.environ["MOVED"], "w").close()
-        open(os.environ["GONE"], "w").close()
-    off = i * 131072 + 5
-    assert h.pread(6000, off) == data[off:off + 6000], "read %d differs" % i
-h.shutdown()
-' >"$tmp/$name.out" 2>&1 || {
-    cat "$tmp/$name.out" >&2
-    fail "$name: reads failed"
-  }
+  reads_moved_at_11 "$name" 131072 5 6000 "$tmp/nginx-a/moved" \
+    "$tmp/nginx-b/gone"
   stop_nbdkit "$name"
   for s in a b c b2; do cp "$tmp/nginx-$s.log" "$tmp/$name-$s.txt"; done
 }

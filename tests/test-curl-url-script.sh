@@ -17,17 +17,10 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_plugin
 requires_nbdsh
 requires openssl
-requires nginx
-nginx -V 2>&1 | grep -q -- --with-http_secure_link_module ||
-  skip "nginx has no secure_link module"
+requires_secure_link
 
 secret=us-$RANDOM$RANDOM
-start_nginx_named signed "location = /disk.img {
-      secure_link \$arg_md5,\$arg_Expires;
-      secure_link_md5 \"\$secure_link_expires\$uri $secret\";
-      if (\$secure_link = \"\") { return 403; }
-      if (\$secure_link = \"0\") { return 410; }
-    }"
+start_signed_nginx "$secret"
 image=$tmp/nginx-signed/www/disk.img
 make_random_file "$image" $((2 * 1024 * 1024 + 77))
 
