@@ -133,7 +133,7 @@ static bool stopping;
  * connected yet, is closed rather than used; so are all of them once
  * they are SPARE_MAX_AGE_NS old (a server closes a connection that
  * sends no request, Apache after 20 s, HAProxy as often set up after
- * 10 s), by a thread if no read comes.  A close still in flight when a
+ * 10 s), by a thread started once nbdkit runs.  A close in flight when a
  * spare is taken fails its first request with no answer; the engine
  * asks again on a new connection (conn_took_spare).  Through a chain
  * of redirects they move at most MAX_SPARE_ROUNDS - 1 times.
@@ -154,13 +154,13 @@ static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned spares_wanted;  /* while the probe runs */
 static curl_socket_t *spares;  /* spares[next_spare..nr_spares-1] left */
 static unsigned nr_spares, next_spare;
-static bool spares_left;        /* some are left; read without the lock */
 static unsigned spare_rounds;   /* addresses spares went to in this probe */
 static struct endpoint spare_to;
 static int64_t spares_made;     /* CLOCK_MONOTONIC ns */
 
-static int64_t
-mono_ns (void)
+/* CLOCK_MONOTONIC in nanoseconds (the pool's deadlines too). */
+int64_t
+monotonic_ns (void)
 {
   struct timespec ts;
 
@@ -209,7 +209,6 @@ drop_spares_locked (void)
   while (next_spare < nr_spares)
     close (spares[next_spare++]);
   nr_spares = next_spare = 0;
-  __atomic_store_n (&spares_left, false, __ATOMIC_RELAXED);
 }
 
 /* The probe's connection to ip:port is up: spares to it, in place of
@@ -261,7 +260,7 @@ open_spares_locked (const char *ip, int port)
       rl.rlim_cur / 2 < (rlim_t) fd_limit)
     fd_limit = rl.rlim_cur / 2;
   spare_to = to;
-  spares_made = mono_ns ();
+  spares_made = monotonic_ns ();
   while (nr_spares < spares_wanted) {
     fd = socket (ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd == -1)
@@ -274,7 +273,6 @@ open_spares_locked (const char *ip, int port)
     }
     spares[nr_spares++] = fd;
   }
-  __atomic_store_n (&spares_left, nr_spares > 0, __ATOMIC_RELAXED);
   nbdkit_debug ("%s: %u spare connections opening beside the probe's",
                 cfg.shown_url, nr_spares);
 }
@@ -301,7 +299,7 @@ static bool
 expire_spares_locked (void)
 {
   if (spares_left_locked () == 0 ||
-      mono_ns () - spares_made < SPARE_MAX_AGE_NS)
+      monotonic_ns () - spares_made < SPARE_MAX_AGE_NS)
     return false;
   nbdkit_debug ("%s: %u spare connections unused for %d s: closed",
                 cfg.shown_url, spares_left_locked (),
@@ -360,7 +358,7 @@ spare_timer_run (void *arg)
   LOCK_FOR_SCOPE (&spare_lock);
   while (!spare_timer_stop && spares_left_locked () > 0) {
     until = spares_made + SPARE_MAX_AGE_NS;
-    if (mono_ns () >= until) {
+    if (monotonic_ns () >= until) {
       expire_spares_locked ();
       break;
     }
@@ -385,7 +383,9 @@ conn_spare_timer (void)
   pthread_condattr_destroy (&attr);
   err = pthread_create (&spare_timer, NULL, spare_timer_run, NULL);
   if (err != 0) {
-    /* Then they are closed on the next read, or at exit. */
+    /* Then they are closed when a connection is next made, or at
+     * exit.
+     */
     nbdkit_debug ("pthread_create: %s", strerror (err));
     pthread_cond_destroy (&spare_timer_cond);
     return;
@@ -421,20 +421,6 @@ conn_drop_spares (void)
 {
   LOCK_FOR_SCOPE (&spare_lock);
   drop_spares_locked ();
-}
-
-/* Spares that no handle took (a client that keeps one read in flight
- * needs one connection) are closed once too old, not held for as long
- * as nbdkit runs: the pool asks on every read, which costs one relaxed
- * load once they are gone.
- */
-void
-conn_expire_spares (void)
-{
-  if (!__atomic_load_n (&spares_left, __ATOMIC_RELAXED))
-    return;
-  LOCK_FOR_SCOPE (&spare_lock);
-  expire_spares_locked ();
 }
 
 static void

@@ -275,9 +275,9 @@ extern void conn_stop (void);
 extern void conn_want_spares (unsigned n);
 extern unsigned conn_spares (void);
 extern void conn_drop_spares (void);
-extern void conn_expire_spares (void);
 extern bool conn_took_spare (struct conn *c);
 extern void conn_spare_timer (void);
+extern int64_t monotonic_ns (void);
 
 /* script.c: header-script, cookie-script and url-script. */
 extern int script_init (void);

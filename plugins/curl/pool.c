@@ -247,15 +247,6 @@ unqueue_locked (struct read_req *r)
   }
 }
 
-static int64_t
-now_ns (void)
-{
-  struct timespec ts;
-
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * INT64_C (1000000000) + ts.tv_nsec;
-}
-
 /* Over a long round trip a handle taken by a lone read is busy for the
  * whole round trip, while the reads that arrive microseconds later (a
  * client got a batch of answers and sends the next reads one by one)
@@ -321,7 +312,7 @@ gather_locked (int64_t *until)
     return false;
   wait = pool.wait_ns / GATHER_FRACTION;
   *until = pool.head->queued_ns + (wait < GATHER_MAX_NS ? wait : GATHER_MAX_NS);
-  return now_ns () < *until;
+  return monotonic_ns () < *until;
 }
 
 /* The leader's own read first (so that it never stays queued, where a
@@ -484,14 +475,13 @@ pool_pread (void *buf, uint32_t count, uint64_t offset)
 {
   struct read_req me = {
     .offset = offset, .count = count, .buf = buf, .state = REQ_QUEUED,
-    .queued_ns = now_ns (),
+    .queued_ns = monotonic_ns (),
   };
   struct read_req *batch[MAX_BATCH];
   struct conn *c;
   int64_t until;
   unsigned n;
 
-  conn_expire_spares ();
   /* The client's first reads of the object's start: no round trip. */
   if (remote_read_first (buf, count, offset))
     return 0;
