@@ -8,7 +8,7 @@
 #  (a) HTTP, default settings: nbdkit says 15 spare connections opened
 #      beside the probe's and are open; nginx then sees requests on the
 #      probe's connection only.  After a copy (byte-exact) and random
-#      reads (64 in flight, checked), requests on exactly 16 connections,
+#      reads (64 in flight, checked), requests on at most 16 connections,
 #      and linkem carried exactly 16 in all (the copy opened none of its
 #      own).  A copy that starts as soon as nbdkit listens is byte-exact
 #      and makes 16 connections too.
@@ -69,6 +69,19 @@ conns ()
   tail -n +"$first" "$tmp/access.log" | cut -d' ' -f1 | sort -u | wc -l
 }
 
+# used_conns N WHAT: requests on 2 to N connections since the mark.  A
+# copy takes as many of the spares as its reads happen to need at once
+# (all 16 usually, fewer on a slow build such as ThreadSanitizer's);
+# that it opened none of its own is carried's exact count.
+used_conns ()
+{
+  local got
+  got=$(conns)
+  echo "$2: $got connections"
+  [ "$got" -ge 2 ] && [ "$got" -le "$1" ] ||
+    problem "$2: $got connections, expected 2 to $1"
+}
+
 # expect_conns N WHAT: exactly N connections since the mark.
 expect_conns ()
 {
@@ -108,9 +121,9 @@ expect_conns 1 "(a) http, after start-up: the spares sent nothing"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 assert_same_file "$image" "$tmp/out.img"
 rm -f "$tmp/out.img"
-expect_conns 16 "(a) http, after a copy"
+used_conns 16 "(a) http, after a copy"
 random_reads "$uri" "$image" 2000
-expect_conns 16 "(a) http, after random reads"
+used_conns 16 "(a) http, after random reads"
 stop_nbdkit far
 carried 16 "(a) http"
 
@@ -135,7 +148,7 @@ grep -q ': 15 spare connections open$' "$tmp/early.err" ||
   problem "(a) a copy at once: no spares"
 assert_same_file "$image" "$tmp/out.img"
 rm -f "$tmp/out.img"
-expect_conns 16 "(a) http, a copy at once"
+used_conns 16 "(a) http, a copy at once"
 carried 16 "(a) http, a copy at once"
 
 # (b)
@@ -154,7 +167,7 @@ wait_log "$tmp/tls.err" ': answers take [0-9]* ms: 15 spare connections open'
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 assert_same_file "$image" "$tmp/out.img"
 rm -f "$tmp/out.img"
-expect_conns 16 "(c) https, after a copy"
+used_conns 16 "(c) https, after a copy"
 stop_nbdkit tls
 carried 16 "(c) https"
 
@@ -223,7 +236,7 @@ timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 assert_same_file "$image" "$tmp/out.img"
 rm -f "$tmp/out.img"
 stop_nbdkit redir
-expect_conns 16 "(g) the image's origin, after a copy through the 302"
+used_conns 16 "(g) the image's origin, after a copy through the 302"
 front_reqs=$(wc -l <"$tmp/nginx-front.log")
 [ "$front_reqs" -eq 1 ] ||
   problem "(g) the front answered $front_reqs requests, expected 1"
