@@ -31,6 +31,8 @@ struct curl_config cfg = {
   .retries = DEFAULT_RETRIES,
   .retry_delay_ms = DEFAULT_RETRY_DELAY_MS,
   .pin_object = true,
+  .readahead = true,
+  .readahead_size = DEFAULT_READAHEAD_SIZE,
   .sslverify = true,
   .followlocation = true,
   .redirect_cache = true,
@@ -374,6 +376,7 @@ static const struct {
   { "aws-sigv4", &cfg.aws_sigv4, NULL },
   { "protocols", &cfg.protocols, NULL },
   { "pin-object", NULL, &cfg.pin_object },
+  { "readahead", NULL, &cfg.readahead },
   { "sslverify", NULL, &cfg.sslverify },
   { "tcp-keepalive", NULL, &cfg.tcp_keepalive },
   { "tcp-nodelay", NULL, &cfg.tcp_nodelay },
@@ -400,6 +403,22 @@ parse_timeout (const char *key, const char *value)
   return 0;
 }
 
+/* readahead-size=: nbdkit's size syntax (16M), up to 1 GiB. */
+static int
+parse_readahead_size (const char *key, const char *value)
+{
+  int64_t r = nbdkit_parse_size (value);
+
+  if (r == -1)
+    return -1;
+  if (r > 1024 * 1024 * 1024) {
+    nbdkit_error ("%s: %s: at most 1G", key, value);
+    return -1;
+  }
+  cfg.readahead_size = r;
+  return 0;
+}
+
 /* The parameters with a parser of their own; 1 for an unknown key. */
 static int
 set_parsed (const char *key, const char *value)
@@ -414,6 +433,8 @@ set_parsed (const char *key, const char *value)
     return parse_delay (key, value, &cfg.retry_delay_ms);
   if (strcmp (key, "header") == 0)
     return add_header (value);
+  if (strcmp (key, "readahead-size") == 0)
+    return parse_readahead_size (key, value);
   if (strcmp (key, "password") == 0)
     return read_secret (key, value, &cfg.password);
   if (strcmp (key, "cookie") == 0)

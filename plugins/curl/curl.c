@@ -67,6 +67,7 @@ curl_load (void)
 static void
 curl_unload (void)
 {
+  prefetch_unload ();
   pool_unload ();
   engine_unload ();
   connection_unload ();
@@ -81,6 +82,7 @@ curl_get_ready (void)
   if (script_init () == -1 || connection_init () == -1 ||
       engine_init () == -1 || pool_init () == -1)
     return -1;
+  prefetch_init ();
   return probe_object ();
 }
 
@@ -194,14 +196,39 @@ static int
 curl_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
             uint32_t flags)
 {
-  return pool_pread (buf, count, offset);
+  return prefetch_pread (buf, count, offset);
 }
 
 static int
 curl_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
              uint32_t flags)
 {
-  return writing_pwrite (buf, count, offset);
+  int r;
+
+  /* What was read ahead of the range before the PUT, or while it was
+   * on its way, is of the old bytes.
+   */
+  prefetch_invalidate (count, offset);
+  r = writing_pwrite (buf, count, offset);
+  prefetch_invalidate (count, offset);
+  return r;
+}
+
+/* NBD_CMD_CACHE, which nbdkit's readahead and scan filters send too:
+ * read the range ahead (prefetch.c).  Without read-ahead memory
+ * (readahead-size=0) there is nothing to cache into.
+ */
+static int
+curl_can_cache (void *handle)
+{
+  return cfg.readahead_size > 0 && !cfg.is_file ? NBDKIT_CACHE_NATIVE
+    : NBDKIT_CACHE_NONE;
+}
+
+static int
+curl_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  return prefetch_cache (count, offset);
 }
 
 static struct nbdkit_plugin plugin = {
@@ -225,6 +252,8 @@ static struct nbdkit_plugin plugin = {
   .block_size = curl_block_size,
   .pread = curl_pread,
   .pwrite = curl_pwrite,
+  .can_cache = curl_can_cache,
+  .cache = curl_cache,
   .errno_is_preserved = 1,
 };
 

@@ -86,6 +86,8 @@ struct curl_config {
   unsigned header_script_renew, cookie_script_renew;  /* s, 0 never */
   unsigned url_script_renew;
   const char *aws_sigv4;        /* PROVIDER[:REGION[:SERVICE]] */
+  bool readahead;               /* start streams on sequential reads */
+  uint64_t readahead_size;      /* bytes read ahead, at most; 0 none */
 };
 extern struct curl_config cfg;
 
@@ -148,7 +150,10 @@ extern CURLcode config_apply (CURL *e);
   "unix-socket-path=<PATH>   Connect through a Unix socket.\n"         \
   "resolve=<HOST:PORT:ADDR>  Resolve HOST:PORT to ADDR (repeatable).\n" \
   "ipresolve=<any|v4|v6>     Which IP versions to use.\n"              \
-  "aws-sigv4=<PROVIDER...>   Sign requests with AWS Signature V4."
+  "aws-sigv4=<PROVIDER...>   Sign requests with AWS Signature V4.\n" \
+  "readahead=false           Do not read ahead of sequential reads.\n" \
+  "readahead-size=<SIZE>     Bytes read ahead at most (default 16M;\n" \
+  "                          0: none, and no NBD_CMD_CACHE)."
 
 /* What the object at the URL is: probe.c finds it once at start-up. */
 struct object_info {
@@ -181,6 +186,8 @@ extern bool remote_pin (struct pin *pin);
 extern void remote_first_bytes (const char *buf, uint32_t len);
 extern bool remote_read_first (void *buf, uint32_t count, uint64_t offset);
 extern bool remote_multirange (void);
+extern void remote_changed_now (void);
+extern unsigned remote_changed (void);
 extern void remote_no_multirange (void);
 
 extern int probe_object (void);
@@ -212,6 +219,7 @@ extern int pool_init (void);
 extern void pool_start (void);
 extern void pool_unload (void);
 extern struct conn *pool_get (void);
+extern struct conn *pool_try_get (void);
 extern void pool_put (struct conn *c);
 extern int pool_pread (void *buf, uint32_t count, uint64_t offset);
 
@@ -301,6 +309,19 @@ extern int64_t engine_answer_wait_ns (struct conn *c);
 extern int64_t engine_round_trip (void);
 extern enum verdict engine_get_spans (struct conn *c, struct span *spans,
                                       unsigned nspans);
+extern enum verdict engine_get_stream (struct conn *c, uint64_t first,
+                                       uint64_t last,
+                                       bool (*sink) (void *, uint64_t,
+                                                     const char *, size_t),
+                                       void *opaque);
+
+/* prefetch.c: read-ahead for sequential streams (see there). */
+#define DEFAULT_READAHEAD_SIZE (16 * 1024 * 1024)
+extern void prefetch_init (void);
+extern void prefetch_unload (void);
+extern int prefetch_pread (void *buf, uint32_t count, uint64_t offset);
+extern int prefetch_cache (uint32_t count, uint64_t offset);
+extern void prefetch_invalidate (uint32_t count, uint64_t offset);
 
 /* writing.c: NBD writes, each checked (see there). */
 extern int writing_pwrite (const void *buf, uint32_t count, uint64_t offset);

@@ -162,6 +162,9 @@ struct xfer {
   uint64_t offset;              /* GET of several spans: unused */
   uint32_t count;
   struct span *spans;           /* GET: where the body goes */
+  /* GET of one range: instead, the body as it comes (prefetch.c) */
+  bool (*sink) (void *opaque, uint64_t pos, const char *data, size_t len);
+  void *sink_data;
   const char *wbuf;             /* PUT: the body */
   uint64_t sent;                /* PUT: bytes of it sent */
 
@@ -391,6 +394,13 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     x->a.parts_refused = true;
   if (!judge (x))
     return 0;
+  if (x->sink != NULL) {
+    if (!x->sink (x->sink_data, pos, data, len)) {
+      x->a.stopped = true;
+      return 0;
+    }
+    return len;
+  }
   if (x->q.nranges == 1)
     span_scatter (&x->spans[0], pos, data, len);
   return len;
@@ -427,7 +437,8 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
   if ((now.tv_sec - x->stop_checked.tv_sec) * 1000000000L +
       (now.tv_nsec - x->stop_checked.tv_nsec) >= 200000000L) {
     x->stop_checked = now;
-    if (remote_stopping ()) {
+    if (remote_stopping () ||
+        (x->sink != NULL && !x->sink (x->sink_data, 0, NULL, 0))) {
       x->a.stopped = true;
       return 1;
     }
@@ -642,7 +653,11 @@ exchange (struct conn *c, struct xfer *x, const char *url, bool trusted)
   x->a.errbuf = c->errbuf;
   if (x->v == VERDICT_PARTS)
     x->a.parts_complete = multipart_complete (&x->mp);
-  return judge (x) ? 0 : -1;
+  if (judge (x))
+    return 0;
+  if (x->v == VERDICT_OBJECT_CHANGED)
+    remote_changed_now ();
+  return -1;
 }
 
 #define MAX_REDIRECTS 20
@@ -1127,3 +1142,31 @@ engine_get_spans (struct conn *c, struct span *spans, unsigned nspans)
   return perform_on (c, &x);
 }
 
+
+/* GET of bytes first-last, handed to sink as they come (prefetch.c's
+ * streams): judged as every read is, but tried once, and failures only
+ * logged for debugging (the reads it would have served are then asked
+ * for as ordinary reads, which report their own).  A stream stopped by
+ * its sink ends with VERDICT_STOPPED.
+ */
+enum verdict
+engine_get_stream (struct conn *c, uint64_t first, uint64_t last,
+                   bool (*sink) (void *, uint64_t, const char *, size_t),
+                   void *opaque)
+{
+  struct span span = { .first = first, .last = last };
+  struct xfer x = {
+    .q = one_range (first, last, object.size), .what = "read-ahead",
+    .offset = first, .spans = &span, .sink = sink, .sink_data = opaque,
+  };
+  int r;
+
+  x.count = last - first + 1 > UINT32_MAX ? UINT32_MAX : last - first + 1;
+  r = attempt (c, &x);
+  (void) conn_took_spare (c);   /* the next request's own question */
+  if (r == 0)
+    return x.v;
+  nbdkit_debug ("read-ahead: %s: bytes %" PRIu64 "-%" PRIu64 ": %s",
+                cfg.shown_url, first, last, x.why);
+  return verdict_failed (x.v) ? x.v : VERDICT_REFUSED;
+}

@@ -223,6 +223,19 @@ pool_get (void)
   return take_locked ();
 }
 
+/* A handle if one is free or may be made now, else NULL at once: for
+ * read-ahead (prefetch.c), which must never make a read wait.
+ */
+struct conn *
+pool_try_get (void)
+{
+  LOCK_FOR_SCOPE (&pool.lock);
+
+  if (!available_locked () || pool.head != NULL)
+    return NULL;
+  return take_locked ();
+}
+
 void
 pool_put (struct conn *c)
 {

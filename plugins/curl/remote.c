@@ -209,3 +209,20 @@ remote_stopping (void)
 {
   return serving && nbdkit_nanosleep (0, 0) == -1;
 }
+
+/* How many answers showed that the object changed: read-ahead drops what
+ * it holds when this moves (prefetch.c).
+ */
+static unsigned changed;
+
+void
+remote_changed_now (void)
+{
+  __atomic_add_fetch (&changed, 1, __ATOMIC_SEQ_CST);
+}
+
+unsigned
+remote_changed (void)
+{
+  return __atomic_load_n (&changed, __ATOMIC_SEQ_CST);
+}
