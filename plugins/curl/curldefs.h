@@ -152,7 +152,7 @@ extern CURLcode config_apply (CURL *e);
   "ipresolve=<any|v4|v6>     Which IP versions to use.\n"              \
   "aws-sigv4=<PROVIDER...>   Sign requests with AWS Signature V4.\n" \
   "readahead=false           Do not read ahead of sequential reads.\n" \
-  "readahead-size=<SIZE>     Bytes read ahead at most (default 16M;\n" \
+  "readahead-size=<SIZE>     Bytes read ahead at most (default 32M;\n" \
   "                          0: none, and no NBD_CMD_CACHE)."
 
 /* What the object at the URL is: probe.c finds it once at start-up. */
@@ -316,8 +316,7 @@ extern enum verdict engine_get_stream (struct conn *c, uint64_t first,
                                        void *opaque);
 
 /* prefetch.c: read-ahead for sequential streams (see there). */
-#define DEFAULT_READAHEAD_SIZE (16 * 1024 * 1024)
-extern void prefetch_init (void);
+#define DEFAULT_READAHEAD_SIZE (32 * 1024 * 1024)
 extern void prefetch_unload (void);
 extern int prefetch_pread (void *buf, uint32_t count, uint64_t offset);
 extern int prefetch_cache (uint32_t count, uint64_t offset);

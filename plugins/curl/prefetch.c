@@ -6,49 +6,51 @@
  * from the export, dd, cp, nbdcopy --requests=1.  Each of their reads
  * would cost a round trip (at 100 ms, 64 KiB reads one at a time get
  * half a percent of a 1 Gbit/s link), so a sequential stream of such
- * reads is served from one GET that runs ahead of it.
+ * reads is served from GETs that run ahead of it.
  *
  * Detection.  A read continues a run when it starts where an earlier
- * one ended (or a little after).  A stream starts when a read continues
- * a run of which a read has already been answered, while the client has
- * at most MAX_QD reads in the plugin: that is a client that waits for
+ * one ended (or up to MAX_SKIP after).  A stream starts when a read
+ * continues a run of which a read has already been answered, while the
+ * client has at most MAX_QD reads in the plugin: a client that waits for
  * its answers.  Clients that keep many reads in flight (nbdcopy,
  * qemu-img convert) fill the link themselves and are left to pool.c's
  * batches; random reads never continue a run, so they never start a
  * stream and cost no extra request.
  *
- * A stream is one GET of the range from that read to the object's end
- * (at most MAX_RANGE), read by a thread of its own on a connection of
- * the pool, into blocks of BLOCK bytes.  One connection's TCP window
- * grows once and stays open, as for curl's own GET.  How far the GET may
- * run ahead of what the client has read is the stream's window: it
- * starts at twice the read (at least one block) and doubles when a read
- * had to wait for bytes that the window held back, up to
- * readahead-size=; past it the thread stops reading the socket, and TCP
- * holds the server back.  So it grows to what keeps the reads from
- * waiting, and what is fetched but never read when the client stops is
- * about the window and the socket's buffer.  The blocks
- * of all streams together stay within readahead-size= (only a read that
- * waits for its own bytes may go past it).
+ * Segments.  A stream asks for the bytes ahead of its reads in
+ * segments: GETs of one range each, every one read by a thread of its
+ * own on a connection of the pool into blocks of BLOCK bytes, freed as
+ * the reads go past them.  The stream keeps up to its window asked for
+ * ahead of the highest read it served, and asks for more when less than
+ * three quarters of it is left.  The window starts at four reads (at
+ * least MIN_SEG, or half the length of the last stream when that was
+ * longer: a client that read on and on before, such as one that went
+ * back to the start, is likely to again), and grows to the length of
+ * the run so far, up to readahead-size=: so it doubles every round trip
+ * while the client keeps reading, and a client that jumps away has left
+ * at most about as much unread as it had read.  Over a long round trip
+ * the window reaches the bandwidth-delay product after a few round trips
+ * and the link stays full (12.5 MB for 1 Gbit/s at 100 ms).
+ * readahead-size= bounds the bytes asked for and not yet read over all
+ * streams; only a read's own bytes may go past it.
  *
- * Reads inside a stream's range, at most a window ahead of where it
- * is, are served from it, waiting for bytes on their way rather than
- * asking again.  A read it cannot serve (before what it holds, past its
- * range, or when it failed) is an ordinary read of pool.c, so a failed
- * stream costs nothing but its request.  A stream that no read has used
- * for IDLE_NS, or for two round trips while reads go elsewhere, is
- * stopped: its connection is closed, since the rest of
- * its answer will not be read.
+ * Reads are served from the segments that hold their bytes, waiting for
+ * bytes on their way rather than asking again; whatever part of a read
+ * no segment can give (a failed one, past the object's end) is an
+ * ordinary read of pool.c.  A stream that no read has used for IDLE_NS,
+ * or for two round trips while reads go elsewhere, is stopped: its
+ * segments' connections are closed, since the rest of their answers
+ * will not be read.
  *
- * The stream's answer is judged as every read's is (verdict.c): the
- * status, Content-Range, and the validators the reads are pinned to
- * are checked before any of its bytes is kept.  Once any answer shows
- * that the object changed (remote_changed), every stream and its bytes
- * are dropped.  A write drops every stream whose range it touches, before
+ * Every segment's answer is judged as every read's is (verdict.c): the
+ * status, Content-Range, and the validators the reads are pinned to are
+ * checked before any of its bytes is kept.  Once any answer shows that
+ * the object changed (remote_changed), every stream and its bytes are
+ * dropped.  A write drops every stream whose range it touches, before
  * and after its PUT (curl.c).
  *
  * NBD_CMD_CACHE (nbdkit's readahead and scan filters send it) starts a
- * stream at its offset, or lets the one there run ahead up to its end,
+ * stream at its offset, or lets the one there ask ahead up to its end,
  * within readahead-size=.
  */
 
@@ -70,75 +72,82 @@
 NBDKIT_DLL_PUBLIC int curl_debug_readahead = 0;
 
 #define MAX_STREAMS 4
+#define MAX_SEGS 24             /* segments held, all streams */
+#define RUNNING_PER_STREAM 4    /* GETs in flight for one stream */
 #define MAX_RUNS 8
-/* At most this many reads in the plugin at once for a stream to start. */
-#define MAX_QD 4
+#define MAX_QD 4                /* see Detection */
 #define BLOCK (256 * 1024)
-/* Bytes kept behind the highest read served, for reads a little
- * behind it (a client with a few reads in flight).
+#define MIN_SEG (256 * 1024)
+/* Bytes kept behind the highest read served, for reads a little behind
+ * it (a client with a few reads in flight).
  */
-#define KEEP (4 * BLOCK)
-#define MAX_RANGE (UINT64_C (1) << 30)
-#define IDLE_NS (1000 * INT64_C (1000000))
-/* ... and one the reads have passed by, after two round trips, or this. */
-#define STALE_MIN_NS (20 * INT64_C (1000000))
-/* A read up to this far past a run's end still continues it. */
+#define KEEP (2 * BLOCK)
 #define MAX_SKIP (1024 * 1024)
-/* After a stream failed at once, none starts for this long (doubled
- * each time up to MAX_BACKOFF_NS).
+#define IDLE_NS (1000 * INT64_C (1000000))
+#define STALE_MIN_NS (20 * INT64_C (1000000))
+/* After a stream's first segment failed, none starts for this long
+ * (doubled each time, up to MAX_BACKOFF_NS).
  */
 #define BACKOFF_NS (1000 * INT64_C (1000000))
 #define MAX_BACKOFF_NS (30 * INT64_C (1000000000))
 
 struct stream {
-  bool used;                    /* the slot holds a stream */
-  bool running;                 /* its thread runs */
-  bool reaping;                 /* its thread is being joined */
-  unsigned readers;             /* reads waiting on it */
-  unsigned gen;                 /* which stream the slot holds */
-  bool abandon;                 /* its thread is to stop */
-  bool failed;                  /* it ended before its range's end */
-  uint64_t start, end;          /* the range asked for: [start, end) */
-  uint64_t base;                /* the first byte still held */
-  uint64_t got;                 /* the first byte not received yet */
+  bool used;
+  bool abandon;                 /* its segments are to stop */
+  uint64_t start;               /* where its first read was */
   uint64_t consumed;            /* the highest end of a read served */
-  uint64_t want;                /* reads wait for bytes up to here */
+  uint64_t next;                /* the end of what it asked for */
   uint64_t hint;                /* NBD_CMD_CACHE asked up to here */
   uint64_t window;
-  bool held;                    /* the window held the GET back */
-  uint64_t served;              /* bytes copied to reads */
+  uint64_t served, fetched;
+  unsigned nsegs;               /* its segments, running or holding */
+  unsigned nrunning;            /* ... running */
   int64_t used_ns;              /* last read served or cache asked */
-  char **blk;                   /* ring of nblk blocks */
-  unsigned nblk;
+};
+
+/* One GET of [start, end). */
+struct seg {
+  bool used;
+  bool running;                 /* its thread runs */
+  bool reaping;                 /* its thread is being joined */
+  bool abandon;                 /* its thread is to stop */
+  bool failed;                  /* it ended before its end */
+  unsigned readers;             /* reads waiting on it */
+  unsigned gen;                 /* which GET the slot holds */
+  struct stream *st;
+  uint64_t start, end;
+  uint64_t got;                 /* the first byte not received yet */
+  uint64_t base;                /* blocks before this are freed */
+  char **blk;                   /* one per BLOCK of the range */
   struct conn *conn;
   pthread_t thread;
-  pthread_cond_t *cond;         /* anything changed */
 };
 
 /* A run of reads that continue each other. */
 struct run {
   uint64_t next;                /* where the next read would start */
   unsigned answered;            /* its reads answered so far */
-  int64_t at;                   /* last read (for replacing the oldest) */
+  int64_t at;                   /* its last read, 0 for none */
 };
 
 static struct {
   pthread_mutex_t lock;
-  struct stream s[MAX_STREAMS];
-  pthread_cond_t cond[MAX_STREAMS];
+  pthread_cond_t cond;          /* bytes came, a GET ended */
+  struct stream st[MAX_STREAMS];
+  struct seg seg[MAX_SEGS];
   struct run runs[MAX_RUNS];
   unsigned inside;              /* reads in prefetch_pread now */
-  unsigned max_blocks;          /* readahead-size= in blocks */
-  unsigned blocks;              /* allocated, all streams */
-  unsigned peak_blocks;
+  unsigned blocks, peak_blocks; /* allocated, all segments */
   char *spare_block;            /* one freed block kept for reuse */
+  uint64_t last_run;            /* the last stream served so far */
   unsigned changed_seen;        /* remote_changed's count, acted on */
   int64_t fail_until;           /* no new stream before this */
   int64_t backoff_ns;
   bool stopping;
-  uint64_t streams, fetched, served;  /* totals, for debug */
+  uint64_t streams, segs, fetched, served;  /* totals, for debug */
 } ra = {
   .lock = PTHREAD_MUTEX_INITIALIZER,
+  .cond = PTHREAD_COND_INITIALIZER,
 };
 
 static bool
@@ -147,17 +156,20 @@ enabled (void)
   return cfg.readahead_size > 0 && !cfg.is_file && object.size > 0;
 }
 
-void
-prefetch_init (void)
+static uint64_t
+min64 (uint64_t a, uint64_t b)
 {
-  unsigned i;
-
-  ra.max_blocks = (cfg.readahead_size + BLOCK - 1) / BLOCK;
-  for (i = 0; i < MAX_STREAMS; i++) {
-    pthread_cond_init (&ra.cond[i], NULL);
-    ra.s[i].cond = &ra.cond[i];
-  }
+  return a < b ? a : b;
 }
+
+static uint64_t
+max64 (uint64_t a, uint64_t b)
+{
+  return a > b ? a : b;
+}
+
+/* ---------------------------------------------------------------- */
+/* Segments. */
 
 static void
 free_block_locked (char *b)
@@ -171,375 +183,385 @@ free_block_locked (char *b)
     free (b);
 }
 
-/* Drop what s holds below pos (a multiple of BLOCK from s->start, or
- * the range's end).
- */
+/* Free g's blocks that end at or before pos. */
 static void
-release_below_locked (struct stream *s, uint64_t pos)
+release_below_locked (struct seg *g, uint64_t pos)
 {
-  while (s->base < pos && s->base < s->got) {
-    uint64_t i = (s->base - s->start) / BLOCK;
-    char **b = &s->blk[i % s->nblk];
+  while (g->base < g->end) {
+    uint64_t k = (g->base - g->start) / BLOCK;
+    uint64_t bend = min64 (g->start + (k + 1) * BLOCK, g->end);
 
-    free_block_locked (*b);
-    *b = NULL;
-    s->base = s->start + (i + 1) * BLOCK;
+    if (bend > pos)
+      break;
+    free_block_locked (g->blk[k]);
+    g->blk[k] = NULL;
+    g->base = bend;
   }
-  if (s->base > s->got)
-    s->base = s->got;
 }
 
-static void
-free_stream_locked (struct stream *s)
-{
-  unsigned i;
-
-  if (curl_debug_readahead)
-    nbdkit_debug ("read-ahead: stream at %" PRIu64 " ends%s: fetched %"
-                  PRIu64 ", served %" PRIu64 " bytes; %u KiB held in all",
-                  s->start, s->failed ? " (stopped or failed)" : "",
-                  s->got - s->start, s->served,
-                  (ra.blocks * BLOCK) / 1024);
-  for (i = 0; i < s->nblk; i++) {
-    free_block_locked (s->blk[i]);
-    s->blk[i] = NULL;
-  }
-  free (s->blk);
-  s->blk = NULL;
-  s->used = s->reaping = false;
-}
-
-/* The slot of a stream whose thread has ended and that no read waits
- * on: joined and freed.
+/* A segment whose thread has ended and that no read waits on: joined
+ * and freed.
  */
 static void
-reap_locked (struct stream *s)
+reap_locked (struct seg *g)
 {
-  if (!s->used || s->running || s->reaping || s->readers > 0)
+  if (!g->used || g->running || g->reaping || g->readers > 0)
     return;
-  s->reaping = true;
+  g->reaping = true;
   pthread_mutex_unlock (&ra.lock);
-  pthread_join (s->thread, NULL);
+  pthread_join (g->thread, NULL);
   pthread_mutex_lock (&ra.lock);
-  free_stream_locked (s);
+  release_below_locked (g, g->end);
+  free (g->blk);
+  g->blk = NULL;
+  g->st->nsegs--;
+  g->used = g->reaping = false;
 }
 
 static void
-abandon_locked (struct stream *s)
+abandon_seg_locked (struct seg *g)
 {
-  if (!s->used)
-    return;
-  s->abandon = true;
-  pthread_cond_broadcast (s->cond);
-}
-
-/* The stream's thread: pool_get was done by the caller, the handle goes
- * back here.
- */
-static bool sink (void *opaque, uint64_t pos, const char *data, size_t len);
-
-static void *
-stream_thread (void *opaque)
-{
-  struct stream *s = opaque;
-  enum verdict v;
-  int64_t now;
-
-  v = engine_get_stream (s->conn, s->start, s->end - 1, sink, s);
-  pool_put (s->conn);
-
-  LOCK_FOR_SCOPE (&ra.lock);
-  now = monotonic_ns ();
-  s->conn = NULL;
-  s->running = false;
-  s->failed = verdict_failed (v);
-  ra.fetched += s->got - s->start;
-  if (curl_debug_readahead)
-    nbdkit_debug ("read-ahead: stream at %" PRIu64 ": its GET ended: %s",
-                  s->start, verdict_name (v));
-  /* One that failed before it brought anything holds new ones back. */
-  if (s->failed && !s->abandon && s->got == s->start) {
-    ra.backoff_ns = ra.backoff_ns == 0 ? BACKOFF_NS : ra.backoff_ns * 2;
-    if (ra.backoff_ns > MAX_BACKOFF_NS)
-      ra.backoff_ns = MAX_BACKOFF_NS;
-    ra.fail_until = now + ra.backoff_ns;
-  }
-  else if (!s->failed || s->got > s->start)
-    ra.backoff_ns = 0;
-  pthread_cond_broadcast (s->cond);
-  return NULL;
-}
-
-/* Where the thread may write up to now. */
-static uint64_t
-limit_locked (const struct stream *s)
-{
-  uint64_t l = s->consumed + s->window;
-
-  if (s->hint > l)
-    l = s->hint;
-  if (s->want > l)
-    l = s->want;
-  return l;
-}
-
-/* Room for the block at pos: false to wait. */
-static bool
-block_ready_locked (struct stream *s, uint64_t pos)
-{
-  uint64_t i = (pos - s->start) / BLOCK;
-  char **b = &s->blk[i % s->nblk];
-  uint64_t keep;
-
-  if (*b != NULL)
-    return true;
-  /* The ring is full: what the reads have gone past, less one block
-   * for a read a little behind, may go.
-   */
-  if (i - (s->base - s->start) / BLOCK >= s->nblk) {
-    keep = s->consumed > s->start + KEEP ? s->consumed - KEEP : s->start;
-    release_below_locked (s, keep - (keep - s->start) % BLOCK);
-    if (i - (s->base - s->start) / BLOCK >= s->nblk)
-      return false;
-  }
-  if (ra.blocks >= ra.max_blocks && pos >= s->want)
-    return false;
-  if (ra.spare_block != NULL) {
-    *b = ra.spare_block;
-    ra.spare_block = NULL;
-  }
-  else if ((*b = malloc (BLOCK)) == NULL)
-    return false;
-  ra.blocks++;
-  if (ra.blocks > ra.peak_blocks)
-    ra.peak_blocks = ra.blocks;
-  return true;
-}
-
-static bool
-must_stop_locked (struct stream *s, int64_t now)
-{
-  if (ra.stopping || s->abandon)
-    return true;
-  if (now - s->used_ns > IDLE_NS) {
-    s->abandon = true;
-    return true;
-  }
-  return false;
-}
-
-static void
-wait_locked (struct stream *s, int64_t ns)
-{
-  int64_t until = monotonic_ns () + ns;
-  struct timespec ts = {
-    .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000,
-  };
-
-  pthread_cond_timedwait (s->cond, &ra.lock, &ts);
+  g->abandon = true;
+  release_below_locked (g, g->end);
+  pthread_cond_broadcast (&ra.cond);
 }
 
 /* engine.c hands over the answer's body as it comes (pos from the
  * range's start); len 0 only asks whether to go on.  False stops the
- * transfer.
+ * transfer.  Bytes below base (reads went past them) are not kept.
  */
 static bool
 sink (void *opaque, uint64_t pos, const char *data, size_t len)
 {
-  struct stream *s = opaque;
-  uint64_t at = s->start + pos;
-  size_t n;
+  struct seg *g = opaque;
+  uint64_t at = g->start + pos;
 
   LOCK_FOR_SCOPE (&ra.lock);
-  if (len == 0)
-    return !must_stop_locked (s, monotonic_ns ());
-  /* Up to the window (a piece may cross it: it is here already). */
-  while (at >= limit_locked (s)) {
-    if (must_stop_locked (s, monotonic_ns ()))
-      return false;
-    s->held = true;
-    wait_locked (s, 100 * 1000000);
-  }
+  if (ra.stopping || g->abandon)
+    return false;
   while (len > 0) {
-    uint64_t off = (at - s->start) % BLOCK;
+    uint64_t k = (at - g->start) / BLOCK, off = (at - g->start) % BLOCK;
+    size_t n = BLOCK - off < len ? BLOCK - off : len;
 
-    while (!block_ready_locked (s, at)) {
-      if (must_stop_locked (s, monotonic_ns ()))
-        return false;
-      wait_locked (s, 100 * 1000000);
+    if (at + n > g->base) {
+      if (g->blk[k] == NULL) {
+        if (ra.spare_block != NULL) {
+          g->blk[k] = ra.spare_block;
+          ra.spare_block = NULL;
+        }
+        else if ((g->blk[k] = malloc (BLOCK)) == NULL)
+          return false;
+        if (++ra.blocks > ra.peak_blocks)
+          ra.peak_blocks = ra.blocks;
+      }
+      memcpy (g->blk[k] + off, data, n);
     }
-    n = BLOCK - off < len ? BLOCK - off : len;
-    memcpy (s->blk[((at - s->start) / BLOCK) % s->nblk] + off, data, n);
     data += n;
     len -= n;
     at += n;
-    s->got = at;
   }
-  pthread_cond_broadcast (s->cond);
+  g->got = at;
+  pthread_cond_broadcast (&ra.cond);
   return true;
 }
 
-/* Start a stream at offset (for a read of count bytes, or a cache
- * request up to hint); NULL when none can start.
- */
-static struct stream *
-start_locked (uint64_t offset, uint32_t count, uint64_t hint, int64_t now)
+static void *
+seg_thread (void *opaque)
 {
-  struct stream *s = NULL, *oldest = NULL;
-  uint64_t end;
-  unsigned i, nblk;
+  struct seg *g = opaque;
+  enum verdict v;
+
+  v = engine_get_stream (g->conn, g->start, g->end - 1, sink, g);
+  pool_put (g->conn);
+
+  LOCK_FOR_SCOPE (&ra.lock);
+  g->conn = NULL;
+  g->running = false;
+  g->st->nrunning--;
+  g->failed = verdict_failed (v);
+  ra.fetched += g->got - g->start;
+  g->st->fetched += g->got - g->start;
+  if (g->failed && !g->abandon) {
+    /* One whose GET is refused holds new ones back for a while; the
+     * reads it would have served are ordinary ones.
+     */
+    if (g->got == g->start) {
+      ra.backoff_ns = ra.backoff_ns == 0 ? BACKOFF_NS
+        : min64 (2 * ra.backoff_ns, MAX_BACKOFF_NS);
+      ra.fail_until = monotonic_ns () + ra.backoff_ns;
+    }
+    g->st->abandon = true;
+  }
+  else if (!g->failed)
+    ra.backoff_ns = 0;
+  pthread_cond_broadcast (&ra.cond);
+  return NULL;
+}
+
+/* Ask for [start, end) for st: false when no slot or connection is
+ * free now.
+ */
+static bool
+seg_start_locked (struct stream *st, uint64_t start, uint64_t end)
+{
+  struct seg *g = NULL;
+  unsigned i;
+  int err;
+
+  for (i = 0; i < MAX_SEGS && g == NULL; i++)
+    if (!ra.seg[i].used)
+      g = &ra.seg[i];
+  if (g == NULL)
+    return false;
+  *g = (struct seg) {
+    .used = true, .running = true, .gen = g->gen + 1, .st = st,
+    .start = start, .end = end, .got = start, .base = start,
+  };
+  g->blk = calloc ((end - start + BLOCK - 1) / BLOCK, sizeof g->blk[0]);
+  if (g->blk == NULL || (g->conn = pool_try_get ()) == NULL) {
+    free (g->blk);
+    g->used = false;
+    return false;
+  }
+  err = pthread_create (&g->thread, NULL, seg_thread, g);
+  if (err != 0) {
+    nbdkit_debug ("read-ahead: pthread_create: %s", strerror (err));
+    pool_put (g->conn);
+    free (g->blk);
+    g->used = false;
+    return false;
+  }
+  st->nsegs++;
+  st->nrunning++;
+  st->next = end;
+  ra.segs++;
+  return true;
+}
+
+/* ---------------------------------------------------------------- */
+/* Streams. */
+
+static void
+abandon_stream_locked (struct stream *st)
+{
+  unsigned i;
+
+  st->abandon = true;
+  for (i = 0; i < MAX_SEGS; i++)
+    if (ra.seg[i].used && ra.seg[i].st == st)
+      abandon_seg_locked (&ra.seg[i]);
+}
+
+/* The bytes asked for and not read yet, over all streams. */
+static uint64_t
+ahead_locked (void)
+{
+  uint64_t sum = 0;
+  unsigned i;
+
+  for (i = 0; i < MAX_STREAMS; i++)
+    if (ra.st[i].used && !ra.st[i].abandon &&
+        ra.st[i].next > ra.st[i].consumed)
+      sum += ra.st[i].next - ra.st[i].consumed;
+  return sum;
+}
+
+/* Ask for more ahead of st: up to its window (or its cache hint) past
+ * what it served, within readahead-size= over all streams, and at least
+ * up to need (the end of a read waiting for it).
+ */
+static void
+feed_locked (struct stream *st, uint64_t need)
+{
+  uint64_t target = st->consumed + st->window, ahead, room, size;
+
+  if (st->abandon)
+    return;
+  if (st->hint > target)
+    target = min64 (st->hint, st->consumed + cfg.readahead_size);
+  ahead = ahead_locked ();
+  room = ahead < cfg.readahead_size ? cfg.readahead_size - ahead : 0;
+  target = min64 (target, st->next + room);
+  target = min64 (max64 (target, need), (uint64_t) object.size);
+  /* Segments of at least a quarter of the window, asked for when less
+   * than three quarters of it is left, unless a read waits.
+   */
+  while (st->next < target && st->nrunning < RUNNING_PER_STREAM) {
+    size = target - st->next;
+    if (st->next >= need && size < st->window / 4 &&
+        target < (uint64_t) object.size)
+      break;
+    size = min64 (max64 (size, MIN_SEG), (uint64_t) object.size - st->next);
+    if (!seg_start_locked (st, st->next, st->next + size))
+      break;
+  }
+}
+
+static void
+free_stream_locked (struct stream *st)
+{
+  if (curl_debug_readahead)
+    nbdkit_debug ("read-ahead: stream from %" PRIu64 " ends: fetched %"
+                  PRIu64 ", served %" PRIu64 " bytes; %u KiB held in all",
+                  st->start, st->fetched, st->served,
+                  ra.blocks * (BLOCK / 1024));
+  st->used = false;
+}
+
+/* Streams that no read used for long enough are stopped (IDLE_NS, or
+ * two round trips while reads go elsewhere: none of them was keep's),
+ * finished segments freed, and streams without segments left freed.
+ */
+static void
+tidy_locked (int64_t now, const struct stream *keep)
+{
+  int64_t stale = 2 * engine_round_trip ();
+  unsigned i;
+
+  if (stale < STALE_MIN_NS)
+    stale = STALE_MIN_NS;
+  for (i = 0; i < MAX_STREAMS; i++) {
+    struct stream *st = &ra.st[i];
+
+    if (st->used && st != keep && !st->abandon &&
+        now - st->used_ns > (keep != NULL || ra.inside > 0 ? stale : IDLE_NS))
+      abandon_stream_locked (st);
+  }
+  for (i = 0; i < MAX_SEGS; i++) {
+    struct seg *g = &ra.seg[i];
+
+    if (g->used && !g->running &&
+        (g->st->abandon || g->base >= g->end ||
+         g->end + KEEP <= g->st->consumed))
+      reap_locked (g);
+  }
+  for (i = 0; i < MAX_STREAMS; i++)
+    if (ra.st[i].used && ra.st[i].abandon && ra.st[i].nsegs == 0)
+      free_stream_locked (&ra.st[i]);
+}
+
+static struct stream *
+stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
+{
+  struct stream *st = NULL;
+  unsigned i;
 
   if (ra.stopping || now < ra.fail_until)
     return NULL;
-  for (i = 0; i < MAX_STREAMS; i++) {
-    reap_locked (&ra.s[i]);
-    if (!ra.s[i].used) {
-      s = &ra.s[i];
-      break;
-    }
-    if (oldest == NULL || ra.s[i].used_ns < oldest->used_ns)
-      oldest = &ra.s[i];
-  }
-  if (s == NULL) {
-    /* The oldest goes; its slot is free next time. */
-    if (oldest != NULL && now - oldest->used_ns > IDLE_NS / 8)
-      abandon_locked (oldest);
+  for (i = 0; i < MAX_STREAMS && st == NULL; i++)
+    if (!ra.st[i].used)
+      st = &ra.st[i];
+  if (st == NULL)
     return NULL;
-  }
-  end = (uint64_t) object.size;
-  if (end - offset > MAX_RANGE)
-    end = offset + MAX_RANGE;
-  /* The ring: readahead-size=, and room for the read itself. */
-  nblk = ra.max_blocks + KEEP / BLOCK + 3 + count / BLOCK;
-  *s = (struct stream) {
-    .used = true, .running = true, .gen = s->gen + 1,
-    .start = offset, .end = end,
-    .base = offset, .got = offset, .consumed = offset,
-    .want = offset + count, .hint = hint,
-    .window = 2 * (uint64_t) count < BLOCK ? BLOCK : 2 * (uint64_t) count,
-    .used_ns = now, .nblk = nblk, .cond = s->cond,
+  *st = (struct stream) {
+    .used = true, .start = offset, .consumed = offset, .next = offset,
+    .window = max64 (max64 (4 * (uint64_t) count, MIN_SEG),
+                     min64 (ra.last_run / 2, cfg.readahead_size)),
+    .used_ns = now,
   };
-  s->blk = calloc (nblk, sizeof s->blk[0]);
-  if (s->blk == NULL) {
-    s->used = false;
-    return NULL;
-  }
-  s->conn = pool_try_get ();
-  if (s->conn == NULL) {
-    free (s->blk);
-    s->blk = NULL;
-    s->used = false;
-    return NULL;
-  }
-  errno = pthread_create (&s->thread, NULL, stream_thread, s);
-  if (errno != 0) {
-    nbdkit_debug ("read-ahead: pthread_create: %m");
-    pool_put (s->conn);
-    s->conn = NULL;
-    free (s->blk);
-    s->blk = NULL;
-    s->used = false;
-    return NULL;
-  }
   ra.streams++;
   if (curl_debug_readahead)
-    nbdkit_debug ("read-ahead: stream from %" PRIu64 " to %" PRIu64
-                  " starts; %u KiB held in all, at most %u KiB",
-                  offset, end, (ra.blocks * BLOCK) / 1024,
-                  (ra.max_blocks * BLOCK) / 1024);
-  return s;
+    nbdkit_debug ("read-ahead: stream from %" PRIu64 " starts, window %"
+                  PRIu64 " KiB; %u KiB held in all, at most %" PRIu64
+                  " KiB asked for ahead", offset, st->window / 1024,
+                  ra.blocks * (BLOCK / 1024), cfg.readahead_size / 1024);
+  return st;
 }
 
-/* The stream that can serve [offset, offset+count): its range holds it,
- * it still holds offset, and offset is at most a window past what has
- * come.  When wait is false, only one that has all of it.
- */
+/* The stream that [offset, offset+count) continues or falls into. */
 static struct stream *
-find_locked (uint64_t offset, uint32_t count, bool wait)
+find_locked (uint64_t offset)
 {
   unsigned i;
 
   for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *s = &ra.s[i];
-    uint64_t reach;
+    struct stream *st = &ra.st[i];
 
-    if (!s->used || s->abandon || offset < s->base ||
-        offset + count > s->end)
-      continue;
-    if (offset + count <= s->got)
-      return s;
-    reach = (s->got > s->consumed ? s->got : s->consumed) +
-      (s->window > MAX_SKIP ? s->window : MAX_SKIP);
-    if (wait && s->running && offset <= reach &&
-        (uint64_t) count + KEEP + 2 * BLOCK <= (uint64_t) s->nblk * BLOCK)
-      return s;
+    if (st->used && !st->abandon && offset + KEEP >= st->consumed &&
+        offset >= st->start &&
+        offset <= max64 (st->next, st->consumed) + MAX_SKIP)
+      return st;
+  }
+  return NULL;
+}
+
+static struct seg *
+seg_at_locked (const struct stream *st, uint64_t pos)
+{
+  unsigned i;
+
+  for (i = 0; i < MAX_SEGS; i++) {
+    struct seg *g = &ra.seg[i];
+
+    if (g->used && g->st == st && !g->abandon && g->start <= pos &&
+        pos < g->end)
+      return g;
   }
   return NULL;
 }
 
 static void
-copy_out_locked (const struct stream *s, char *buf, uint32_t count,
-                 uint64_t offset)
+copy_out_locked (const struct seg *g, char *buf, uint64_t from, uint64_t to)
 {
-  while (count > 0) {
-    uint64_t i = (offset - s->start) / BLOCK, off = (offset - s->start) % BLOCK;
-    uint32_t n = BLOCK - off < count ? BLOCK - off : count;
+  while (from < to) {
+    uint64_t k = (from - g->start) / BLOCK, off = (from - g->start) % BLOCK;
+    uint64_t n = min64 (BLOCK - off, to - from);
 
-    memcpy (buf, s->blk[i % s->nblk] + off, n);
+    memcpy (buf, g->blk[k] + off, n);
     buf += n;
-    offset += n;
-    count -= n;
+    from += n;
   }
 }
 
-/* Bytes before pos (less KEEP) are no longer needed. */
-static void
-consumed_locked (struct stream *s, uint64_t pos)
-{
-  uint64_t keep;
-
-  if (pos > s->consumed)
-    s->consumed = pos;
-  keep = s->consumed > s->start + KEEP ? s->consumed - KEEP : s->start;
-  release_below_locked (s, keep - (keep - s->start) % BLOCK);
-}
-
-/* Serve the read from s, waiting for its bytes: false if s ended
- * without them (the read is then an ordinary one).  A read that skips
- * forward lets go of what it skipped (less KEEP), so that the bytes it
- * waits for always have room.
+/* Serve what st can of the read, in order, waiting for bytes on their
+ * way: the bytes served from its start.
  */
-static bool
-serve_locked (struct stream *s, char *buf, uint32_t count, uint64_t offset)
+static uint32_t
+serve_locked (struct stream *st, char *buf, uint32_t count, uint64_t offset)
 {
-  unsigned gen = s->gen;
-  uint64_t max = (uint64_t) ra.max_blocks * BLOCK;
-  bool waited = s->got < offset + count;
+  uint64_t pos = offset, end = offset + count, want;
+  unsigned i;
 
-  if (offset + count > s->want)
-    s->want = offset + count;
-  consumed_locked (s, offset);
-  s->used_ns = monotonic_ns ();
-  pthread_cond_broadcast (s->cond);
-  s->readers++;
-  while (s->got < offset + count && s->running && !s->abandon &&
-         !ra.stopping)
-    pthread_cond_wait (s->cond, &ra.lock);
-  s->readers--;
-  if (s->gen != gen || s->got < offset + count || offset < s->base)
-    return false;
-  copy_out_locked (s, buf, count, offset);
-  s->served += count;
-  ra.served += count;
-  /* The read waited for bytes that the window had held back. */
-  if (waited && s->held && s->window < max)
-    s->window = 2 * s->window < max ? 2 * s->window : max;
-  s->held = false;
-  consumed_locked (s, offset + count);
-  s->used_ns = monotonic_ns ();
-  pthread_cond_broadcast (s->cond);
-  return true;
+  /* Reads skipped forward past what was asked for: ask from here. */
+  if (offset > st->next)
+    st->next = offset;
+  st->used_ns = monotonic_ns ();
+  feed_locked (st, end);
+  while (pos < end) {
+    struct seg *g = seg_at_locked (st, pos);
+    unsigned gen;
+
+    if (g == NULL)
+      break;
+    gen = g->gen;
+    want = min64 (end, g->end);
+    g->readers++;
+    while (g->got < want && g->running && !g->abandon && !ra.stopping)
+      pthread_cond_wait (&ra.cond, &ra.lock);
+    g->readers--;
+    if (g->gen != gen || g->got < want || pos < g->base)
+      break;
+    copy_out_locked (g, buf + (pos - offset), pos, want);
+    pos = want;
+  }
+  if (pos == offset)
+    return 0;
+  st->served += pos - offset;
+  ra.served += pos - offset;
+  st->consumed = max64 (st->consumed, pos);
+  ra.last_run = st->consumed - st->start;
+  st->window = min64 (max64 (st->window, 2 * (st->consumed - st->start)),
+                      cfg.readahead_size);
+  st->used_ns = monotonic_ns ();
+  for (i = 0; i < MAX_SEGS; i++)
+    if (ra.seg[i].used && ra.seg[i].st == st && st->consumed > KEEP)
+      release_below_locked (&ra.seg[i], st->consumed - KEEP);
+  feed_locked (st, 0);
+  return pos - offset;
 }
+
+/* ---------------------------------------------------------------- */
+/* Reads and the rest. */
 
 /* The run that [offset, offset+count) continues, or a new one in the
  * oldest's place.
@@ -575,49 +597,20 @@ check_changed_locked (void)
   if (n == ra.changed_seen)
     return;
   ra.changed_seen = n;
-  for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *s = &ra.s[i];
-
-    if (!s->used)
-      continue;
-    abandon_locked (s);
-    release_below_locked (s, s->got);
-  }
-}
-
-/* Streams idle too long are stopped (their threads stop themselves too,
- * when they wait), and ended ones freed.  A stream that the reads have
- * passed by for a few round trips is stopped sooner, so that it does not
- * take the link from the stream the client follows now (a read that is
- * none of its own, keep, says the client is elsewhere).
- */
-static void
-tidy_locked (int64_t now, const struct stream *keep)
-{
-  int64_t stale = 2 * engine_round_trip ();
-  unsigned i;
-
-  if (stale < STALE_MIN_NS)
-    stale = STALE_MIN_NS;
-  for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *s = &ra.s[i];
-
-    if (s->used && s != keep &&
-        now - s->used_ns > (keep != NULL || ra.inside > 0 ? stale : IDLE_NS)) {
-      abandon_locked (s);
-      reap_locked (s);
-    }
-  }
+  for (i = 0; i < MAX_STREAMS; i++)
+    if (ra.st[i].used)
+      abandon_stream_locked (&ra.st[i]);
 }
 
 int
 prefetch_pread (void *buf, uint32_t count, uint64_t offset)
 {
-  struct stream *s;
+  struct stream *st;
   struct run *r;
   bool continues;
+  uint32_t done = 0;
   int64_t now;
-  int ret;
+  int ret = 0;
 
   if (!enabled ())
     return pool_pread (buf, count, offset);
@@ -627,20 +620,17 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
   ra.inside++;
   check_changed_locked ();
   r = run_locked (offset, count, now, &continues);
-  s = find_locked (offset, count, ra.inside <= 2 * MAX_QD);
-  if (s == NULL && cfg.readahead && continues && r->answered >= 1 &&
+  st = find_locked (offset);
+  if (st == NULL && cfg.readahead && continues && r->answered >= 1 &&
       ra.inside <= MAX_QD)
-    s = start_locked (offset, count, 0, now);
-  tidy_locked (now, s);
-  if (s != NULL && serve_locked (s, buf, count, offset)) {
-    r->answered++;
-    ra.inside--;
-    pthread_mutex_unlock (&ra.lock);
-    return 0;
-  }
+    st = stream_start_locked (offset, count, now);
+  tidy_locked (now, st);
+  if (st != NULL)
+    done = serve_locked (st, buf, count, offset);
   pthread_mutex_unlock (&ra.lock);
 
-  ret = pool_pread (buf, count, offset);
+  if (done < count)
+    ret = pool_pread ((char *) buf + done, count - done, offset + done);
 
   pthread_mutex_lock (&ra.lock);
   ra.inside--;
@@ -656,34 +646,30 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
 int
 prefetch_cache (uint32_t count, uint64_t offset)
 {
-  struct stream *s;
+  struct stream *st;
   int64_t now;
-  unsigned i;
 
   if (!enabled ())
     return 0;
   LOCK_FOR_SCOPE (&ra.lock);
   now = monotonic_ns ();
   check_changed_locked ();
-  for (i = 0; i < MAX_STREAMS; i++) {
-    s = &ra.s[i];
-    if (s->used && !s->abandon && s->running && offset >= s->base &&
-        offset <= (s->got > s->consumed ? s->got : s->consumed) + s->window &&
-        offset < s->end) {
-      if (offset + count > s->hint)
-        s->hint = offset + count;
-      s->used_ns = now;
-      pthread_cond_broadcast (s->cond);
-      return 0;
-    }
-  }
-  s = start_locked (offset, 0, offset + count, now);
-  tidy_locked (now, s);
+  st = find_locked (offset);
+  if (st == NULL)
+    st = stream_start_locked (offset, 0, now);
+  tidy_locked (now, st);
+  if (st == NULL)
+    return 0;
+  if (offset > st->next)
+    st->next = offset;
+  st->hint = max64 (st->hint, offset + count);
+  st->used_ns = now;
+  feed_locked (st, 0);
   return 0;
 }
 
-/* A write of [offset, offset+count): every stream whose range it
- * touches is dropped with its bytes.
+/* A write of [offset, offset+count): every stream that asked for any of
+ * it is dropped with its bytes.
  */
 void
 prefetch_invalidate (uint32_t count, uint64_t offset)
@@ -691,41 +677,35 @@ prefetch_invalidate (uint32_t count, uint64_t offset)
   unsigned i;
 
   LOCK_FOR_SCOPE (&ra.lock);
-  for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *s = &ra.s[i];
+  for (i = 0; i < MAX_SEGS; i++) {
+    struct seg *g = &ra.seg[i];
 
-    if (s->used && offset < s->end && offset + count > s->base) {
-      abandon_locked (s);
-      release_below_locked (s, s->got);
-    }
+    if (g->used && offset < g->end && offset + count > g->start)
+      abandon_stream_locked (g->st);
   }
 }
 
-/* Before the pool goes: stop every stream and wait for its thread. */
+/* Before the pool goes: stop every segment and wait for its thread. */
 void
 prefetch_unload (void)
 {
   unsigned i;
 
-  pthread_mutex_lock (&ra.lock);
+  LOCK_FOR_SCOPE (&ra.lock);
   ra.stopping = true;
   for (i = 0; i < MAX_STREAMS; i++)
-    abandon_locked (&ra.s[i]);
-  for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *s = &ra.s[i];
-
-    while (s->used && s->running)
-      pthread_cond_wait (s->cond, &ra.lock);
-    reap_locked (s);
+    if (ra.st[i].used)
+      abandon_stream_locked (&ra.st[i]);
+  for (i = 0; i < MAX_SEGS; i++) {
+    while (ra.seg[i].used && ra.seg[i].running)
+      pthread_cond_wait (&ra.cond, &ra.lock);
+    reap_locked (&ra.seg[i]);
   }
   if (curl_debug_readahead && ra.streams > 0)
-    nbdkit_debug ("read-ahead: %" PRIu64 " streams fetched %" PRIu64
-                  " bytes and served %" PRIu64 "; at most %u KiB held",
-                  ra.streams, ra.fetched, ra.served,
-                  (ra.peak_blocks * BLOCK) / 1024);
+    nbdkit_debug ("read-ahead: %" PRIu64 " streams in %" PRIu64
+                  " GETs fetched %" PRIu64 " bytes and served %" PRIu64
+                  "; at most %u KiB held", ra.streams, ra.segs, ra.fetched,
+                  ra.served, ra.peak_blocks * (BLOCK / 1024));
   free (ra.spare_block);
   ra.spare_block = NULL;
-  pthread_mutex_unlock (&ra.lock);
-  for (i = 0; i < MAX_STREAMS; i++)
-    pthread_cond_destroy (&ra.cond[i]);
 }
