@@ -13,7 +13,9 @@
  * GETs with "Range: bytes=A-B", exactly the bytes asked for: one read
  * per GET when nothing else waits, else the reads that wait together in
  * one GET of several ranges (pool.c), answered as multipart/byteranges
- * (ranges.c).  Every NBD write is one PUT with
+ * (ranges.c).  A client that keeps few reads in flight and reads on
+ * sequentially is read ahead of (prefetch.c), which NBD_CMD_CACHE asks
+ * for too.  Every NBD write is one PUT with
  * "Content-Range: bytes A-B/TOTAL" (TOTAL being "*").  engine.c makes
  * all of these requests, and verdict.c judges every answer.
  *
@@ -21,8 +23,9 @@
  * clients at once in its own worker threads, and each of those runs its
  * HTTP request itself on an easy handle borrowed from a pool of
  * connections= handles (waiting when all are busy; reads that wait
- * together are batched, pool.c).  No thread of the plugin outlives the
- * call that started it, so the fork after .get_ready is safe, and the
+ * together are batched, pool.c).  The plugin's own threads (read-ahead's
+ * segments, the spare connections' timer) start only once nbdkit
+ * serves, after the fork that follows .get_ready, and the
  * connection the probe opened is inherited and reused, as are the
  * spare connections opened beside it (connection.c), which .after_fork
  * keeps for a server far away and closes for one near (pool_start).
