@@ -13,8 +13,8 @@ import os
 import statistics
 import sys
 
-ORDER = ["plugin", "plugin-t64", "upstream", "upstream-ra", "debian", "curl",
-         "aria2c"]
+ORDER = ["plugin", "plugin-t64", "plugin-nora", "upstream", "upstream-ra",
+         "debian", "curl", "aria2c"]
 DESC = {
     "seq": 'nbdcopy "$uri" null:  (MiB/s of the client alone)',
     "qemu": 'qemu-img convert -n -f raw "$uri" null-co  (MiB/s); '
@@ -48,7 +48,7 @@ SERVED_REDIR_DESC = {
 CURL_UNDER = {"qemu": "seq", "whole-qemu": "whole-nbdcopy",
               "redir-qemu": "redir-nbdcopy", "qd1-4k": "qd1-64k",
               "qd1-1m": "qd1-64k", "qd4-64k": "qd1-64k",
-              "qd1-boot": "qd1-64k"}
+              "qd1-boot": "qd1-64k", "qd1-rand4k": "qd1-64k"}
 # Clients that keep little in flight (issue 20): served export, fio on
 # one NBD connection, MiB/s; curl's GET (timed under qd1-64k) is the
 # line-rate reference of each.
@@ -59,6 +59,7 @@ QD_DESC = {
     "qd4-64k": "fio read 64 KiB, QD4",
     "qd1-boot": "fio 64 KiB QD1, one read in ten at a random place "
                 "(randread, percentage_random=10)",
+    "qd1-rand4k": "fio randread 4 KiB, QD1",
 }
 
 
@@ -290,7 +291,7 @@ def main():
                    max(v) if v else None, "<=", a.conn_limit, fmtv="%g")
 
     start_targets(a, cells, samples, counts, key, med, target)
-    qd_targets(cells, samples, key, ratio, target)
+    qd_targets(cells, samples, key, ratio, target, counts)
 
     lines.append("")
     lines.append("Targets (the project's performance targets; medians):")
@@ -437,9 +438,9 @@ def qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
             lines.append("")
             lines.append("== RTT %d ms, %s, %s: served export: %s  (MiB/s)"
                          % (cell[0], cell[1], sc, QD_DESC[sc]))
-            lines.append("%-24s %2s %9s %9s %9s  %7s %7s %9s  %s" % (
+            lines.append("%-24s %2s %9s %9s %9s  %7s %7s %9s %7s  %s" % (
                 "contender", "n", "median", "min", "max", "/curl",
-                "/upstr", "/upstr-ra", "fetched/read, requests"))
+                "/upstr", "/upstr-ra", "/nora", "fetched/read, requests"))
             for c in present:
                 k = key(cell, sc, c)
                 st = stats(cell, sc, c)
@@ -455,7 +456,8 @@ def qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
                     continue
                 m, lo, hi, n = st
                 rs = [ratio(cell, sc, c, ref)
-                      for ref in ("curl", "upstream", "upstream-ra")]
+                      for ref in ("curl", "upstream", "upstream-ra",
+                                  "plugin-nora")]
                 f = counts.get(k, {}).get("fetched")
                 o = counts.get(k, {}).get("origin")
                 waste = "%.2f" % statistics.median(f) if f else "-"
@@ -464,7 +466,8 @@ def qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
                     name, n, m, lo, hi,
                     " ".join("%7s" % ("%.2fx" % r if r is not None else "-")
                              for r in rs[:2]) +
-                    " %9s" % ("%.2fx" % rs[2] if rs[2] is not None else "-"),
+                    " %9s" % ("%.2fx" % rs[2] if rs[2] is not None else "-") +
+                    " %7s" % ("%.2fx" % rs[3] if rs[3] is not None else "-"),
                     waste, reqs, note))
                 rows.append([cell[0], cell[1], sc, c, "MiB/s", n,
                              "%.2f" % m, "%.2f" % lo, "%.2f" % hi,
@@ -484,10 +487,21 @@ def qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
                                      st[2]))
 
 
-def qd_targets(cells, samples, key, ratio, target):
-    """issue 20's targets for clients that keep one read in flight."""
+def qd_targets(cells, samples, key, ratio, target, counts):
+    """issue 20's targets for clients that keep one read in flight, and
+    for random reads, which read-ahead must leave as they were (against
+    this plugin with readahead-size=0)."""
     for cell in cells:
         cn = "%d ms %s" % cell
+        for sc in ("rand1", "qd1-rand4k"):
+            if (cell + (sc, "plugin") in samples and
+                    cell + (sc, "plugin-nora") in samples):
+                target("%s %s >= 0.95x readahead-size=0" % (cn, sc),
+                       ratio(cell, sc, "plugin", "plugin-nora"), ">=", 0.95)
+        f = counts.get(key(cell, "qd1-rand4k", "plugin"), {}).get("fetched")
+        if f:
+            target("%s qd1-rand4k fetched/read <= 1.10" % cn,
+                   statistics.median(f), "<=", 1.10, fmtv="%.3f")
         for sc, share in (("qd1-64k", 0.5), ("qd1-1m", 0.8)):
             if cell + (sc, "plugin") not in samples:
                 continue
