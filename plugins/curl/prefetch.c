@@ -229,12 +229,34 @@ reap_locked (struct seg *g)
   g->used = g->reaping = false;
 }
 
+static void abandon_stream_locked (struct stream *st);
+
 static void
 abandon_seg_locked (struct seg *g)
 {
   g->abandon = true;
   release_below_locked (g, g->end);
   pthread_cond_broadcast (&ra.cond);
+}
+
+/* A segment stops when nbdkit does, when it or its stream was
+ * abandoned, and when no read has used its stream for IDLE_NS and none
+ * waits on it (the client stopped reading: the rest of the answer would
+ * never be read).
+ */
+static bool
+must_stop_locked (struct seg *g)
+{
+  if (ra.stopping || g->abandon || g->st->abandon)
+    return true;
+  if (g->readers == 0 && monotonic_ns () - g->st->used_ns > IDLE_NS) {
+    if (curl_debug_readahead)
+      nbdkit_debug ("read-ahead: stream from %" PRIu64 ": no read for a "
+                    "second: stopped", g->st->start);
+    abandon_stream_locked (g->st);
+    return true;
+  }
+  return false;
 }
 
 /* engine.c hands over the answer's body as it comes (pos from the
@@ -248,7 +270,7 @@ sink (void *opaque, uint64_t pos, const char *data, size_t len)
   uint64_t at = g->start + pos;
 
   LOCK_FOR_SCOPE (&ra.lock);
-  if (ra.stopping || g->abandon)
+  if (must_stop_locked (g))
     return false;
   while (len > 0) {
     uint64_t k = (at - g->start) / BLOCK, off = (at - g->start) % BLOCK;
@@ -273,6 +295,8 @@ sink (void *opaque, uint64_t pos, const char *data, size_t len)
   pthread_cond_broadcast (&ra.cond);
   return true;
 }
+
+static void feed_locked (struct stream *st, uint64_t need);
 
 static void *
 seg_thread (void *opaque)
@@ -303,6 +327,10 @@ seg_thread (void *opaque)
   }
   else if (!g->failed)
     ra.backoff_ns = 0;
+  /* Its connection is free: what the stream still wants (a cache
+   * request's range, say) may go out on it.
+   */
+  feed_locked (g->st, 0);
   pthread_cond_broadcast (&ra.cond);
   return NULL;
 }
@@ -362,17 +390,25 @@ abandon_stream_locked (struct stream *st)
       abandon_seg_locked (&ra.seg[i]);
 }
 
-/* The bytes asked for and not read yet, over all streams. */
+/* What the streams may hold, over all of them: the bytes asked for
+ * and not read yet, and behind the reads KEEP and the blocks the last
+ * reads went only part way into.
+ */
 static uint64_t
-ahead_locked (void)
+held_locked (void)
 {
   uint64_t sum = 0;
   unsigned i;
 
-  for (i = 0; i < MAX_STREAMS; i++)
-    if (ra.st[i].used && !ra.st[i].abandon &&
-        ra.st[i].next > ra.st[i].consumed)
-      sum += ra.st[i].next - ra.st[i].consumed;
+  for (i = 0; i < MAX_STREAMS; i++) {
+    const struct stream *st = &ra.st[i];
+
+    if (!st->used || st->abandon)
+      continue;
+    sum += KEEP + 2 * BLOCK;
+    if (st->next > st->consumed)
+      sum += st->next - st->consumed;
+  }
   return sum;
 }
 
@@ -383,14 +419,14 @@ ahead_locked (void)
 static void
 feed_locked (struct stream *st, uint64_t need)
 {
-  uint64_t target = st->consumed + st->window, ahead, room, size;
+  uint64_t target = st->consumed + st->window, held, room, size;
 
   if (st->abandon)
     return;
   if (st->hint > target)
     target = min64 (st->hint, st->consumed + cfg.readahead_size);
-  ahead = ahead_locked ();
-  room = ahead < cfg.readahead_size ? cfg.readahead_size - ahead : 0;
+  held = held_locked ();
+  room = held < cfg.readahead_size ? cfg.readahead_size - held : 0;
   target = min64 (target, st->next + room);
   target = min64 (max64 (target, need), (uint64_t) object.size);
   /* Segments of at least a quarter of the window, asked for when less
@@ -406,8 +442,7 @@ feed_locked (struct stream *st, uint64_t need)
      */
     size = min64 (size, max64 (st->next - min64 (st->next, st->consumed),
                                MIN_SEG));
-    size = min64 (max64 (size, MIN_SEG), MAX_SEG);
-    size = min64 (size, (uint64_t) object.size - st->next);
+    size = min64 (size, MAX_SEG);
     if (!seg_start_locked (st, st->next, st->next + size))
       break;
   }
