@@ -38,15 +38,22 @@
  * Reads are served from the segments that hold their bytes, waiting for
  * bytes on their way rather than asking again; whatever part of a read
  * no segment can give (a failed one, past the object's end) is an
- * ordinary read of pool.c.  A segment serves reads only once its whole
+ * ordinary read of pool.c.  Only a stream's own reads (from KEEP behind
+ * its last one to MAX_SKIP past it) move it on: another client's read,
+ * or a random one, that falls into what it asked for is served, and
+ * changes nothing else.  A segment serves reads only once its whole
  * answer has come and been judged, as a read's own answer would be: a
  * body cut short is an error, never data, even for the bytes that came
  * (a file truncated or rewritten while the server sent it ends so).
  * So segments are at most MAX_SEG, and up to RUNNING_PER_STREAM of a
- * stream are on their way at once.  A stream that no read has used for IDLE_NS,
- * or for two round trips while reads go elsewhere, is stopped: its
- * segments' connections are closed, since the rest of their answers
- * will not be read.
+ * stream are on their way at once.  A read waits for its segment at
+ * most patience_ns (a server that sends large ranges slowly would make
+ * it wait longer than its own GET would); then it asks for its own
+ * bytes, and the stream stops.  After a segment failed or was too slow,
+ * no new stream starts for BACKOFF_NS, doubled each time.  A stream
+ * that no read has used for IDLE_NS, or for two round trips while reads
+ * go elsewhere, is stopped: its segments' connections are closed, since
+ * the rest of their answers will not be read.
  *
  * Every segment's answer is judged as every read's is (verdict.c): the
  * status, Content-Range, and the validators the reads are pinned to are
@@ -92,10 +99,14 @@ NBDKIT_DLL_PUBLIC int curl_debug_readahead = 0;
  * it (a client with a few reads in flight).
  */
 #define KEEP (2 * BLOCK)
-/* A read of a stream may skip this far past what it asked for. */
-#define MAX_SKIP (1024 * 1024)
+/* A stream's own reads may skip this far past its last one (a client
+ * with a few reads in flight sends them in any order).
+ */
+#define MAX_SKIP (256 * 1024)
 #define IDLE_NS (1000 * INT64_C (1000000))
 #define STALE_MIN_NS (20 * INT64_C (1000000))
+/* See patience_ns. */
+#define PATIENCE_MIN_NS (1000 * INT64_C (1000000))
 /* After a stream's first segment failed, none starts for this long
  * (doubled each time, up to MAX_BACKOFF_NS).
  */
@@ -151,6 +162,7 @@ static struct {
   unsigned blocks, peak_blocks; /* allocated, all segments */
   char *spare_block;            /* one freed block kept for reuse */
   uint64_t last_run;            /* the last stream served so far */
+  int64_t last_run_ns;          /* ... when it last served */
   unsigned changed_seen;        /* remote_changed's count, acted on */
   int64_t fail_until;           /* no new stream before this */
   int64_t backoff_ns;
@@ -272,6 +284,8 @@ sink (void *opaque, uint64_t pos, const char *data, size_t len)
   LOCK_FOR_SCOPE (&ra.lock);
   if (must_stop_locked (g))
     return false;
+  if (len == 0)
+    return true;
   while (len > 0) {
     uint64_t k = (at - g->start) / BLOCK, off = (at - g->start) % BLOCK;
     size_t n = BLOCK - off < len ? BLOCK - off : len;
@@ -298,6 +312,23 @@ sink (void *opaque, uint64_t pos, const char *data, size_t len)
 
 static void feed_locked (struct stream *st, uint64_t need);
 
+/* A segment of st failed, or was too slow for a read: st stops, and no
+ * new stream starts for a while (BACKOFF_NS, doubled each time); the
+ * reads are ordinary ones meanwhile, with their retries.
+ */
+static void
+back_off_locked (struct stream *st)
+{
+  ra.backoff_ns = ra.backoff_ns == 0 ? BACKOFF_NS
+    : min64 (2 * ra.backoff_ns, MAX_BACKOFF_NS);
+  ra.fail_until = monotonic_ns () + ra.backoff_ns;
+  if (curl_debug_readahead)
+    nbdkit_debug ("read-ahead: stream from %" PRIu64 " failed: none "
+                  "starts for %" PRIi64 " ms", st->start,
+                  ra.backoff_ns / 1000000);
+  abandon_stream_locked (st);
+}
+
 static void *
 seg_thread (void *opaque)
 {
@@ -314,17 +345,8 @@ seg_thread (void *opaque)
   g->failed = verdict_failed (v);
   ra.fetched += g->got - g->start;
   g->st->fetched += g->got - g->start;
-  if (g->failed && !g->abandon) {
-    /* One whose GET is refused holds new ones back for a while; the
-     * reads it would have served are ordinary ones.
-     */
-    if (g->got == g->start) {
-      ra.backoff_ns = ra.backoff_ns == 0 ? BACKOFF_NS
-        : min64 (2 * ra.backoff_ns, MAX_BACKOFF_NS);
-      ra.fail_until = monotonic_ns () + ra.backoff_ns;
-    }
-    g->st->abandon = true;
-  }
+  if (g->failed && !g->abandon && !g->st->abandon)
+    back_off_locked (g->st);
   else if (!g->failed)
     ra.backoff_ns = 0;
   /* Its connection is free: what the stream still wants (a cache
@@ -507,7 +529,8 @@ stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
   *st = (struct stream) {
     .used = true, .start = offset, .consumed = offset, .next = offset,
     .window = max64 (max64 (4 * (uint64_t) count, MIN_SEG),
-                     min64 (ra.last_run / 2, cfg.readahead_size)),
+                     now - ra.last_run_ns > IDLE_NS ? 0
+                     : min64 (ra.last_run / 2, cfg.readahead_size)),
     .used_ns = now,
   };
   ra.streams++;
@@ -519,18 +542,24 @@ stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
   return st;
 }
 
-/* The stream that [offset, offset+count) continues or falls into. */
+/* The stream that [offset, offset+count) continues (*own: at most KEEP
+ * behind its last read or MAX_SKIP past it), else one that asked for
+ * its bytes anyway (another client's read, a random one: served, but it
+ * moves the stream on in nothing).
+ */
 static struct stream *
-find_locked (uint64_t offset)
+find_locked (uint64_t offset, uint32_t count, bool *own)
 {
   unsigned i;
 
   for (i = 0; i < MAX_STREAMS; i++) {
     struct stream *st = &ra.st[i];
 
-    if (st->used && !st->abandon && offset + KEEP >= st->consumed &&
-        offset >= st->start &&
-        offset <= max64 (st->next, st->consumed) + MAX_SKIP)
+    if (!st->used || st->abandon || offset < st->start ||
+        offset + KEEP < st->consumed)
+      continue;
+    *own = offset <= st->consumed + MAX_SKIP;
+    if (*own || offset + count <= st->next)
       return st;
   }
   return NULL;
@@ -564,20 +593,59 @@ copy_out_locked (const struct seg *g, char *buf, uint64_t from, uint64_t to)
   }
 }
 
+/* Wait for g's answer to end, at most until the deadline: false if it
+ * did not.
+ */
+static bool
+wait_seg_locked (struct seg *g, int64_t until)
+{
+  struct timespec ts = {
+    .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000,
+  };
+
+  g->readers++;
+  while (g->running && !g->abandon && !ra.stopping &&
+         monotonic_ns () < until)
+    pthread_cond_timedwait (&ra.cond, &ra.lock, &ts);
+  g->readers--;
+  return !g->running;
+}
+
+/* How long a read waits for its segment's whole answer before it asks
+ * for its own bytes instead: what a slow answer may cost it over an
+ * ordinary read (a server that sends large ranges slowly).
+ */
+static int64_t
+patience_ns (void)
+{
+  int64_t p = 4 * engine_round_trip ();
+
+  if (p < PATIENCE_MIN_NS)
+    p = PATIENCE_MIN_NS;
+  if (p > (int64_t) cfg.timeout * 1000000000)
+    p = (int64_t) cfg.timeout * 1000000000;
+  return p;
+}
+
 /* Serve what st can of the read, in order, waiting for bytes on their
- * way: the bytes served from its start.
+ * way: the bytes served from its start.  Only its own reads move the
+ * stream on.
  */
 static uint32_t
-serve_locked (struct stream *st, char *buf, uint32_t count, uint64_t offset)
+serve_locked (struct stream *st, char *buf, uint32_t count, uint64_t offset,
+              bool own)
 {
   uint64_t pos = offset, end = offset + count, want;
+  int64_t until = monotonic_ns () + patience_ns ();
   unsigned i;
 
-  /* Reads skipped forward past what was asked for: ask from here. */
-  if (offset > st->next)
-    st->next = offset;
-  st->used_ns = monotonic_ns ();
-  feed_locked (st, end);
+  if (own) {
+    /* Reads skipped forward past what was asked for: ask from here. */
+    if (offset > st->next)
+      st->next = offset;
+    st->used_ns = monotonic_ns ();
+    feed_locked (st, end);
+  }
   while (pos < end) {
     struct seg *g = seg_at_locked (st, pos);
     unsigned gen;
@@ -586,22 +654,25 @@ serve_locked (struct stream *st, char *buf, uint32_t count, uint64_t offset)
       break;
     gen = g->gen;
     want = min64 (end, g->end);
-    g->readers++;
-    while (g->running && !g->abandon && !ra.stopping)
-      pthread_cond_wait (&ra.cond, &ra.lock);
-    g->readers--;
-    if (g->gen != gen || g->running || g->failed || g->got < g->end ||
-        pos < g->base)
+    if (!wait_seg_locked (g, until)) {
+      if (g->gen == gen && !g->abandon && !ra.stopping)
+        back_off_locked (st);
+      break;
+    }
+    if (g->gen != gen || g->failed || g->got < g->end || pos < g->base)
       break;
     copy_out_locked (g, buf + (pos - offset), pos, want);
     pos = want;
   }
   if (pos == offset)
     return 0;
-  st->served += pos - offset;
   ra.served += pos - offset;
+  if (!own)
+    return pos - offset;
+  st->served += pos - offset;
   st->consumed = max64 (st->consumed, pos);
   ra.last_run = st->consumed - st->start;
+  ra.last_run_ns = monotonic_ns ();
   st->window = min64 (max64 (st->window, 2 * (st->consumed - st->start)),
                       cfg.readahead_size);
   st->used_ns = monotonic_ns ();
@@ -659,7 +730,7 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
 {
   struct stream *st;
   struct run *r;
-  bool continues;
+  bool continues, own = false;
   uint32_t done = 0;
   int64_t now;
   int ret = 0;
@@ -672,13 +743,15 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
   ra.inside++;
   check_changed_locked ();
   r = run_locked (offset, count, now, &continues);
-  st = find_locked (offset);
+  st = find_locked (offset, count, &own);
   if (st == NULL && cfg.readahead && continues && r->answered >= 1 &&
-      ra.inside <= MAX_QD)
+      ra.inside <= MAX_QD) {
     st = stream_start_locked (offset, count, now);
-  tidy_locked (now, st);
-  if (st != NULL)
-    done = serve_locked (st, buf, count, offset);
+    own = true;
+  }
+  tidy_locked (now, own ? st : NULL);
+  if (st != NULL && !st->abandon)
+    done = serve_locked (st, buf, count, offset, own);
   pthread_mutex_unlock (&ra.lock);
 
   if (done < count)
@@ -699,6 +772,7 @@ int
 prefetch_cache (uint32_t count, uint64_t offset)
 {
   struct stream *st;
+  bool own = false;
   int64_t now;
 
   if (!enabled ())
@@ -706,7 +780,9 @@ prefetch_cache (uint32_t count, uint64_t offset)
   LOCK_FOR_SCOPE (&ra.lock);
   now = monotonic_ns ();
   check_changed_locked ();
-  st = find_locked (offset);
+  st = find_locked (offset, count, &own);
+  if (st != NULL && !own)
+    return 0;                   /* asked for already */
   if (st == NULL)
     st = stream_start_locked (offset, 0, now);
   tidy_locked (now, st);
