@@ -1280,6 +1280,57 @@ class PutDrip(Handler):
         drip(self, 200, [], 200)
 
 
+# Read-ahead asks for ranges longer than a read (its segments); the
+# reads in the tests that use these modes are 64 KiB at most.
+LARGE_RANGE = 64 * 1024
+
+
+class ShortBodyLarge(Handler):
+    """A range longer than LARGE_RANGE: half the body, then the connection
+    closes (a proxy that cuts long answers).  Shorter ranges, the
+    probe's among them, are answered correctly."""
+
+    def serve_range(self, data, start, end):
+        if end - start + 1 > LARGE_RANGE:
+            half_answer(self, data, start, end, lambda: None)
+        else:
+            super().serve_range(data, start, end)
+
+
+class DripLarge(Handler):
+    """A range longer than LARGE_RANGE is sent at about 20 KB/s (2000
+    bytes every 0.1 s: a 256 KiB answer takes 13 s); shorter ranges, the
+    probe's among them, at once.  Stops when the client hangs up."""
+
+    def serve_range(self, data, start, end):
+        if end - start + 1 <= LARGE_RANGE:
+            super().serve_range(data, start, end)
+            return
+        self.send_response(206)
+        self.send_header("Content-Range",
+                         "bytes %d-%d/%d" % (start, end, len(data)))
+        self.send_header("Content-Length", str(end - start + 1))
+        for k, v in self.validators():
+            self.send_header(k, v)
+        self.end_headers()
+        log("drip-large: %s range=%s" % (self.path,
+                                         self.headers.get("Range")))
+        body = data[start:end + 1]
+        sent = 0
+        try:
+            self.wfile.flush()
+            while sent < len(body):
+                self.wfile.write(body[sent:sent + 2000])
+                self.wfile.flush()
+                sent += len(body[sent:sent + 2000])
+                if sent < len(body):
+                    time.sleep(0.1)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        finally:
+            self.log_request_line(206, sent)
+
+
 class IgnoreContentRangeHead503(IgnoreContentRange):
     """A PUT replaces the whole object (as IgnoreContentRange), and every
     HEAD after the first PUT answers 503, so a client that checks its
@@ -1350,6 +1401,8 @@ MODES = {
     "redirect-drip": RedirectDrip,
     "put-drip": PutDrip,
     "ignore-content-range-head-503": IgnoreContentRangeHead503,
+    "short-body-large": ShortBodyLarge,
+    "drip-large": DripLarge,
 }
 
 # multipart-lf: legal, bare LF framing.  multipart-{short,long}{1,2}-
