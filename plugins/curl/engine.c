@@ -165,6 +165,7 @@ struct xfer {
   /* GET of one range: instead, the body as it comes (prefetch.c) */
   bool (*sink) (void *opaque, uint64_t pos, const char *data, size_t len);
   void *sink_data;
+  bool sink_stopped;            /* the sink wanted no more */
   const char *wbuf;             /* PUT: the body */
   uint64_t sent;                /* PUT: bytes of it sent */
 
@@ -396,7 +397,7 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     return 0;
   if (x->sink != NULL) {
     if (!x->sink (x->sink_data, pos, data, len)) {
-      x->a.stopped = true;
+      x->a.stopped = x->sink_stopped = true;
       return 0;
     }
     return len;
@@ -437,8 +438,9 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
   if ((now.tv_sec - x->stop_checked.tv_sec) * 1000000000L +
       (now.tv_nsec - x->stop_checked.tv_nsec) >= 200000000L) {
     x->stop_checked = now;
-    if (remote_stopping () ||
-        (x->sink != NULL && !x->sink (x->sink_data, 0, NULL, 0))) {
+    if (x->sink != NULL && !x->sink (x->sink_data, 0, NULL, 0))
+      x->sink_stopped = true;
+    if (remote_stopping () || x->sink_stopped) {
       x->a.stopped = true;
       return 1;
     }
@@ -1167,6 +1169,7 @@ engine_get_stream (struct conn *c, uint64_t first, uint64_t last,
   if (r == 0)
     return x.v;
   nbdkit_debug ("read-ahead: %s: bytes %" PRIu64 "-%" PRIu64 ": %s",
-                cfg.shown_url, first, last, x.why);
+                cfg.shown_url, first, last,
+                x.sink_stopped ? "no longer wanted: stopped" : x.why);
   return verdict_failed (x.v) ? x.v : VERDICT_REFUSED;
 }

@@ -19,27 +19,28 @@
  * stream and cost no extra request.
  *
  * Segments.  A stream asks for the bytes ahead of its reads in
- * segments: GETs of one range each, every one read by a thread of its
- * own on a connection of the pool into blocks of BLOCK bytes, freed as
+ * segments (segment.c): GETs of one range each, every one read by a
+ * thread of its own on a connection of the pool into blocks, freed as
  * the reads go past them.  The stream keeps up to its window asked for
  * ahead of the highest read it served, and asks for more when less than
  * three quarters of it is left.  The window starts at four reads (at
  * least MIN_SEG, or half the length of the last stream when that was
  * longer: a client that read on and on before, such as one that went
- * back to the start, is likely to again), and grows to the length of
- * the run so far, up to readahead-size=: so it doubles every round trip
- * while the client keeps reading, and a client that jumps away has left
- * at most about as much unread as it had read.  Over a long round trip
- * the window reaches the bandwidth-delay product after a few round trips
- * and the link stays full (12.5 MB for 1 Gbit/s at 100 ms).
- * readahead-size= bounds the bytes asked for and not yet read over all
- * streams; only a read's own bytes may go past it.
+ * back to the start, is likely to again), and grows to twice the length
+ * of the run so far, up to readahead-size=: so it grows every round
+ * trip while the client keeps reading, and a client that jumps away has
+ * left at most about twice as much unread as it had read.  Over a long
+ * round trip the window reaches the bandwidth-delay product after a few
+ * round trips and the link stays full (12.5 MB for 1 Gbit/s at 100 ms).
+ * readahead-size= bounds what all streams may hold (held_locked); only a
+ * read's own bytes may go past it.
  *
  * Reads are served from the segments that hold their bytes, waiting for
  * bytes on their way rather than asking again; whatever part of a read
  * no segment can give (a failed one, past the object's end) is an
  * ordinary read of pool.c.  Only a stream's own reads (from KEEP behind
- * its last one to MAX_SKIP past it) move it on: another client's read,
+ * its last one to four reads past it: a client with a few reads in
+ * flight sends them in any order) move it on: another client's read,
  * or a random one, that falls into what it asked for is served, and
  * changes nothing else.  A segment serves reads only once its whole
  * answer has come and been judged, as a read's own answer would be: a
@@ -51,9 +52,11 @@
  * it wait longer than its own GET would); then it asks for its own
  * bytes, and the stream stops.  After a segment failed or was too slow,
  * no new stream starts for BACKOFF_NS, doubled each time.  A stream
- * that no read has used for IDLE_NS, or for two round trips while reads
- * go elsewhere, is stopped: its segments' connections are closed, since
- * the rest of their answers will not be read.
+ * that no read has used for IDLE_NS, or for two round trips when
+ * another stream starts (the client went elsewhere), is stopped: its
+ * segments' connections are closed, since the rest of their answers
+ * will not be read.  Segments after a stream's first end on multiples
+ * of BLOCK, so that no block is shared by two.
  *
  * Every segment's answer is judged as every read's is (verdict.c): the
  * status, Content-Range, and the validators the reads are pinned to are
@@ -78,19 +81,13 @@
 #include <nbdkit-plugin.h>
 
 #include "curldefs.h"
-
-/* -D curl.readahead=1: each stream's start and end, what it fetched and
- * served, and the memory in use.
- */
-NBDKIT_DLL_PUBLIC int curl_debug_readahead = 0;
+#include "segment.h"
 
 #define MAX_STREAMS 4
-#define MAX_SEGS 32             /* segments held, all streams */
 #define RUNNING_PER_STREAM 8    /* GETs in flight for one stream */
 #define MAX_RUNS 8
 #define MAX_QD 4                /* see Detection */
-#define BLOCK (256 * 1024)
-#define MIN_SEG (256 * 1024)
+#define MIN_SEG (128 * 1024)
 /* A read waits for the whole of its segment's answer (see Segments):
  * 4 MiB take 34 ms at 1 Gbit/s.
  */
@@ -99,11 +96,6 @@ NBDKIT_DLL_PUBLIC int curl_debug_readahead = 0;
  * it (a client with a few reads in flight).
  */
 #define KEEP (2 * BLOCK)
-/* A stream's own reads may skip this far past its last one (a client
- * with a few reads in flight sends them in any order).
- */
-#define MAX_SKIP (256 * 1024)
-#define IDLE_NS (1000 * INT64_C (1000000))
 #define STALE_MIN_NS (20 * INT64_C (1000000))
 /* See patience_ns. */
 #define PATIENCE_MIN_NS (1000 * INT64_C (1000000))
@@ -114,35 +106,13 @@ NBDKIT_DLL_PUBLIC int curl_debug_readahead = 0;
 #define MAX_BACKOFF_NS (30 * INT64_C (1000000000))
 
 struct stream {
+  struct seg_owner o;           /* first: abandon, used_ns, start... */
   bool used;
-  bool abandon;                 /* its segments are to stop */
-  uint64_t start;               /* where its first read was */
   uint64_t consumed;            /* the highest end of a read served */
   uint64_t next;                /* the end of what it asked for */
   uint64_t hint;                /* NBD_CMD_CACHE asked up to here */
   uint64_t window;
-  uint64_t served, fetched;
-  unsigned nsegs;               /* its segments, running or holding */
-  unsigned nrunning;            /* ... running */
-  int64_t used_ns;              /* last read served or cache asked */
-};
-
-/* One GET of [start, end). */
-struct seg {
-  bool used;
-  bool running;                 /* its thread runs */
-  bool reaping;                 /* its thread is being joined */
-  bool abandon;                 /* its thread is to stop */
-  bool failed;                  /* it ended before its end */
-  unsigned readers;             /* reads waiting on it */
-  unsigned gen;                 /* which GET the slot holds */
-  struct stream *st;
-  uint64_t start, end;
-  uint64_t got;                 /* the first byte not received yet */
-  uint64_t base;                /* blocks before this are freed */
-  char **blk;                   /* one per BLOCK of the range */
-  struct conn *conn;
-  pthread_t thread;
+  uint64_t served;
 };
 
 /* A run of reads that continue each other. */
@@ -153,25 +123,16 @@ struct run {
 };
 
 static struct {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;          /* bytes came, a GET ended */
   struct stream st[MAX_STREAMS];
-  struct seg seg[MAX_SEGS];
   struct run runs[MAX_RUNS];
   unsigned inside;              /* reads in prefetch_pread now */
-  unsigned blocks, peak_blocks; /* allocated, all segments */
-  char *spare_block;            /* one freed block kept for reuse */
   uint64_t last_run;            /* the last stream served so far */
   int64_t last_run_ns;          /* ... when it last served */
   unsigned changed_seen;        /* remote_changed's count, acted on */
   int64_t fail_until;           /* no new stream before this */
   int64_t backoff_ns;
-  bool stopping;
-  uint64_t streams, segs, fetched, served;  /* totals, for debug */
-} ra = {
-  .lock = PTHREAD_MUTEX_INITIALIZER,
-  .cond = PTHREAD_COND_INITIALIZER,
-};
+  uint64_t streams, served;     /* totals, for debug */
+} ra;
 
 static bool
 enabled (void)
@@ -192,125 +153,18 @@ max64 (uint64_t a, uint64_t b)
 }
 
 /* ---------------------------------------------------------------- */
-/* Segments. */
+/* Streams. */
 
 static void
-free_block_locked (char *b)
+abandon_stream_locked (struct stream *st)
 {
-  if (b == NULL)
-    return;
-  ra.blocks--;
-  if (ra.spare_block == NULL)
-    ra.spare_block = b;
-  else
-    free (b);
+  unsigned i;
+
+  st->o.abandon = true;
+  for (i = 0; i < MAX_SEGS; i++)
+    if (seg_table[i].used && seg_table[i].owner == &st->o)
+      seg_abandon_locked (&seg_table[i]);
 }
-
-/* Free g's blocks that end at or before pos. */
-static void
-release_below_locked (struct seg *g, uint64_t pos)
-{
-  while (g->base < g->end) {
-    uint64_t k = (g->base - g->start) / BLOCK;
-    uint64_t bend = min64 (g->start + (k + 1) * BLOCK, g->end);
-
-    if (bend > pos)
-      break;
-    free_block_locked (g->blk[k]);
-    g->blk[k] = NULL;
-    g->base = bend;
-  }
-}
-
-/* A segment whose thread has ended and that no read waits on: joined
- * and freed.
- */
-static void
-reap_locked (struct seg *g)
-{
-  if (!g->used || g->running || g->reaping || g->readers > 0)
-    return;
-  g->reaping = true;
-  pthread_mutex_unlock (&ra.lock);
-  pthread_join (g->thread, NULL);
-  pthread_mutex_lock (&ra.lock);
-  release_below_locked (g, g->end);
-  free (g->blk);
-  g->blk = NULL;
-  g->st->nsegs--;
-  g->used = g->reaping = false;
-}
-
-static void abandon_stream_locked (struct stream *st);
-
-static void
-abandon_seg_locked (struct seg *g)
-{
-  g->abandon = true;
-  release_below_locked (g, g->end);
-  pthread_cond_broadcast (&ra.cond);
-}
-
-/* A segment stops when nbdkit does, when it or its stream was
- * abandoned, and when no read has used its stream for IDLE_NS and none
- * waits on it (the client stopped reading: the rest of the answer would
- * never be read).
- */
-static bool
-must_stop_locked (struct seg *g)
-{
-  if (ra.stopping || g->abandon || g->st->abandon)
-    return true;
-  if (g->readers == 0 && monotonic_ns () - g->st->used_ns > IDLE_NS) {
-    if (curl_debug_readahead)
-      nbdkit_debug ("read-ahead: stream from %" PRIu64 ": no read for a "
-                    "second: stopped", g->st->start);
-    abandon_stream_locked (g->st);
-    return true;
-  }
-  return false;
-}
-
-/* engine.c hands over the answer's body as it comes (pos from the
- * range's start); len 0 only asks whether to go on.  False stops the
- * transfer.  Bytes below base (reads went past them) are not kept.
- */
-static bool
-sink (void *opaque, uint64_t pos, const char *data, size_t len)
-{
-  struct seg *g = opaque;
-  uint64_t at = g->start + pos;
-
-  LOCK_FOR_SCOPE (&ra.lock);
-  if (must_stop_locked (g))
-    return false;
-  if (len == 0)
-    return true;
-  while (len > 0) {
-    uint64_t k = (at - g->start) / BLOCK, off = (at - g->start) % BLOCK;
-    size_t n = BLOCK - off < len ? BLOCK - off : len;
-
-    if (at + n > g->base) {
-      if (g->blk[k] == NULL) {
-        g->blk[k] = ra.spare_block != NULL ? ra.spare_block : malloc (BLOCK);
-        ra.spare_block = NULL;
-        if (g->blk[k] == NULL)
-          return false;
-        if (++ra.blocks > ra.peak_blocks)
-          ra.peak_blocks = ra.blocks;
-      }
-      memcpy (g->blk[k] + off, data, n);
-    }
-    data += n;
-    len -= n;
-    at += n;
-  }
-  g->got = at;
-  pthread_cond_broadcast (&ra.cond);
-  return true;
-}
-
-static void feed_locked (struct stream *st, uint64_t need);
 
 /* A segment of st failed, or was too slow for a read: st stops, and no
  * new stream starts for a while (BACKOFF_NS, doubled each time); the
@@ -324,92 +178,9 @@ back_off_locked (struct stream *st)
   ra.fail_until = monotonic_ns () + ra.backoff_ns;
   if (curl_debug_readahead)
     nbdkit_debug ("read-ahead: stream from %" PRIu64 " failed: none "
-                  "starts for %" PRIi64 " ms", st->start,
+                  "starts for %" PRIi64 " ms", st->o.start,
                   ra.backoff_ns / 1000000);
   abandon_stream_locked (st);
-}
-
-static void *
-seg_thread (void *opaque)
-{
-  struct seg *g = opaque;
-  enum verdict v;
-
-  v = engine_get_stream (g->conn, g->start, g->end - 1, sink, g);
-  pool_put (g->conn);
-
-  LOCK_FOR_SCOPE (&ra.lock);
-  g->conn = NULL;
-  g->running = false;
-  g->st->nrunning--;
-  g->failed = verdict_failed (v);
-  ra.fetched += g->got - g->start;
-  g->st->fetched += g->got - g->start;
-  if (g->failed && !g->abandon && !g->st->abandon)
-    back_off_locked (g->st);
-  else if (!g->failed)
-    ra.backoff_ns = 0;
-  /* Its connection is free: what the stream still wants (a cache
-   * request's range, say) may go out on it.
-   */
-  feed_locked (g->st, 0);
-  pthread_cond_broadcast (&ra.cond);
-  return NULL;
-}
-
-/* Ask for [start, end) for st: false when no slot or connection is
- * free now.
- */
-static bool
-seg_start_locked (struct stream *st, uint64_t start, uint64_t end)
-{
-  struct seg *g = NULL;
-  unsigned i;
-  int err;
-
-  for (i = 0; i < MAX_SEGS && g == NULL; i++)
-    if (!ra.seg[i].used)
-      g = &ra.seg[i];
-  if (g == NULL)
-    return false;
-  *g = (struct seg) {
-    .used = true, .running = true, .gen = g->gen + 1, .st = st,
-    .start = start, .end = end, .got = start, .base = start,
-  };
-  g->blk = calloc ((end - start + BLOCK - 1) / BLOCK, sizeof g->blk[0]);
-  g->conn = g->blk != NULL ? pool_try_get () : NULL;
-  if (g->conn == NULL) {
-    free (g->blk);
-    g->used = false;
-    return false;
-  }
-  err = pthread_create (&g->thread, NULL, seg_thread, g);
-  if (err != 0) {
-    nbdkit_debug ("read-ahead: pthread_create: %s", strerror (err));
-    pool_put (g->conn);
-    free (g->blk);
-    g->used = false;
-    return false;
-  }
-  st->nsegs++;
-  st->nrunning++;
-  st->next = end;
-  ra.segs++;
-  return true;
-}
-
-/* ---------------------------------------------------------------- */
-/* Streams. */
-
-static void
-abandon_stream_locked (struct stream *st)
-{
-  unsigned i;
-
-  st->abandon = true;
-  for (i = 0; i < MAX_SEGS; i++)
-    if (ra.seg[i].used && ra.seg[i].st == st)
-      abandon_seg_locked (&ra.seg[i]);
 }
 
 /* What the streams may hold, over all of them: the bytes asked for
@@ -425,7 +196,7 @@ held_locked (void)
   for (i = 0; i < MAX_STREAMS; i++) {
     const struct stream *st = &ra.st[i];
 
-    if (!st->used || st->abandon)
+    if (!st->used || st->o.abandon)
       continue;
     sum += KEEP + 2 * BLOCK;
     if (st->next > st->consumed)
@@ -441,9 +212,9 @@ held_locked (void)
 static void
 feed_locked (struct stream *st, uint64_t need)
 {
-  uint64_t target = st->consumed + st->window, held, room, size;
+  uint64_t target = st->consumed + st->window, held, room, size, end;
 
-  if (st->abandon)
+  if (st->o.abandon)
     return;
   if (st->hint > target)
     target = min64 (st->hint, st->consumed + cfg.readahead_size);
@@ -454,7 +225,7 @@ feed_locked (struct stream *st, uint64_t need)
   /* Segments of at least a quarter of the window, asked for when less
    * than three quarters of it is left, unless a read waits.
    */
-  while (st->next < target && st->nrunning < RUNNING_PER_STREAM) {
+  while (st->next < target && st->o.nrunning < RUNNING_PER_STREAM) {
     size = target - st->next;
     if (st->next >= need && size < min64 (st->window / 4, MAX_SEG) &&
         target < (uint64_t) object.size)
@@ -465,8 +236,15 @@ feed_locked (struct stream *st, uint64_t need)
     size = min64 (size, max64 (st->next - min64 (st->next, st->consumed),
                                MIN_SEG));
     size = min64 (size, MAX_SEG);
-    if (!seg_start_locked (st, st->next, st->next + size))
+    /* Segments after the first end on a multiple of BLOCK, so that no
+     * block is shared by two of them.
+     */
+    end = st->next + size;
+    if (end < (uint64_t) object.size && end - end % BLOCK > st->next)
+      size = end - end % BLOCK - st->next;
+    if (!seg_start_locked (&st->o, st->next, st->next + size))
       break;
+    st->next += size;
   }
 }
 
@@ -476,17 +254,18 @@ free_stream_locked (struct stream *st)
   if (curl_debug_readahead)
     nbdkit_debug ("read-ahead: stream from %" PRIu64 " ends: fetched %"
                   PRIu64 ", served %" PRIu64 " bytes; %u KiB held in all",
-                  st->start, st->fetched, st->served,
-                  ra.blocks * (BLOCK / 1024));
+                  st->o.start, st->o.fetched, st->served,
+                  seg_blocks * (BLOCK / 1024));
   st->used = false;
 }
 
 /* Streams that no read used for long enough are stopped (IDLE_NS, or
- * two round trips while reads go elsewhere: none of them was keep's),
- * finished segments freed, and streams without segments left freed.
+ * two round trips when the client started another stream, started:
+ * it went elsewhere), finished segments freed, and streams without
+ * segments left freed.
  */
 static void
-tidy_locked (int64_t now, const struct stream *keep)
+tidy_locked (int64_t now, const struct stream *started)
 {
   int64_t stale = 2 * engine_round_trip ();
   unsigned i;
@@ -496,21 +275,37 @@ tidy_locked (int64_t now, const struct stream *keep)
   for (i = 0; i < MAX_STREAMS; i++) {
     struct stream *st = &ra.st[i];
 
-    if (st->used && st != keep && !st->abandon &&
-        now - st->used_ns > (keep != NULL || ra.inside > 0 ? stale : IDLE_NS))
+    if (st->used && st != started && !st->o.abandon &&
+        now - st->o.used_ns > (started != NULL ? stale : IDLE_NS))
       abandon_stream_locked (st);
   }
   for (i = 0; i < MAX_SEGS; i++) {
-    struct seg *g = &ra.seg[i];
+    struct seg *g = &seg_table[i];
 
     if (g->used && !g->running &&
-        (g->st->abandon || g->base >= g->end ||
-         g->end + KEEP <= g->st->consumed))
-      reap_locked (g);
+        (g->owner->abandon || g->base >= g->end ||
+         g->end + KEEP <= ((struct stream *) g->owner)->consumed))
+      seg_reap_locked (g);
   }
   for (i = 0; i < MAX_STREAMS; i++)
-    if (ra.st[i].used && ra.st[i].abandon && ra.st[i].nsegs == 0)
+    if (ra.st[i].used && ra.st[i].o.abandon && ra.st[i].o.nsegs == 0)
       free_stream_locked (&ra.st[i]);
+}
+
+/* One of st's GETs ended (segment.c). */
+static void
+stream_ended (struct seg_owner *o, bool ok, bool failed)
+{
+  struct stream *st = (struct stream *) o;
+
+  if (failed)
+    back_off_locked (st);
+  else if (ok)
+    ra.backoff_ns = 0;
+  /* Its connection is free: what the stream still wants (a cache
+   * request's range, say) may go out on it.
+   */
+  feed_locked (st, 0);
 }
 
 static struct stream *
@@ -519,7 +314,7 @@ stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
   struct stream *st = NULL;
   unsigned i;
 
-  if (ra.stopping || now < ra.fail_until)
+  if (now < ra.fail_until)
     return NULL;
   for (i = 0; i < MAX_STREAMS && st == NULL; i++)
     if (!ra.st[i].used)
@@ -527,23 +322,23 @@ stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
   if (st == NULL)
     return NULL;
   *st = (struct stream) {
-    .used = true, .start = offset, .consumed = offset, .next = offset,
+    .o = { .start = offset, .used_ns = now, .ended = stream_ended },
+    .used = true, .consumed = offset, .next = offset,
     .window = max64 (max64 (4 * (uint64_t) count, MIN_SEG),
                      now - ra.last_run_ns > IDLE_NS ? 0
                      : min64 (ra.last_run / 2, cfg.readahead_size)),
-    .used_ns = now,
   };
   ra.streams++;
   if (curl_debug_readahead)
     nbdkit_debug ("read-ahead: stream from %" PRIu64 " starts, window %"
                   PRIu64 " KiB; %u KiB held in all, at most %" PRIu64
                   " KiB asked for ahead", offset, st->window / 1024,
-                  ra.blocks * (BLOCK / 1024), cfg.readahead_size / 1024);
+                  seg_blocks * (BLOCK / 1024), cfg.readahead_size / 1024);
   return st;
 }
 
 /* The stream that [offset, offset+count) continues (*own: at most KEEP
- * behind its last read or MAX_SKIP past it), else one that asked for
+ * behind its last read or four reads past it), else one that asked for
  * its bytes anyway (another client's read, a random one: served, but it
  * moves the stream on in nothing).
  */
@@ -555,10 +350,10 @@ find_locked (uint64_t offset, uint32_t count, bool *own)
   for (i = 0; i < MAX_STREAMS; i++) {
     struct stream *st = &ra.st[i];
 
-    if (!st->used || st->abandon || offset < st->start ||
+    if (!st->used || st->o.abandon || offset < st->o.start ||
         offset + KEEP < st->consumed)
       continue;
-    *own = offset <= st->consumed + MAX_SKIP;
+    *own = offset <= st->consumed + 4 * (uint64_t) count;
     if (*own || offset + count <= st->next)
       return st;
   }
@@ -571,44 +366,13 @@ seg_at_locked (const struct stream *st, uint64_t pos)
   unsigned i;
 
   for (i = 0; i < MAX_SEGS; i++) {
-    struct seg *g = &ra.seg[i];
+    struct seg *g = &seg_table[i];
 
-    if (g->used && g->st == st && !g->abandon && g->start <= pos &&
+    if (g->used && g->owner == &st->o && !g->abandon && g->start <= pos &&
         pos < g->end)
       return g;
   }
   return NULL;
-}
-
-static void
-copy_out_locked (const struct seg *g, char *buf, uint64_t from, uint64_t to)
-{
-  while (from < to) {
-    uint64_t k = (from - g->start) / BLOCK, off = (from - g->start) % BLOCK;
-    uint64_t n = min64 (BLOCK - off, to - from);
-
-    memcpy (buf, g->blk[k] + off, n);
-    buf += n;
-    from += n;
-  }
-}
-
-/* Wait for g's answer to end, at most until the deadline: false if it
- * did not.
- */
-static bool
-wait_seg_locked (struct seg *g, int64_t until)
-{
-  struct timespec ts = {
-    .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000,
-  };
-
-  g->readers++;
-  while (g->running && !g->abandon && !ra.stopping &&
-         monotonic_ns () < until)
-    pthread_cond_timedwait (&ra.cond, &ra.lock, &ts);
-  g->readers--;
-  return !g->running;
 }
 
 /* How long a read waits for its segment's whole answer before it asks
@@ -643,7 +407,7 @@ serve_locked (struct stream *st, char *buf, uint32_t count, uint64_t offset,
     /* Reads skipped forward past what was asked for: ask from here. */
     if (offset > st->next)
       st->next = offset;
-    st->used_ns = monotonic_ns ();
+    st->o.used_ns = monotonic_ns ();
     feed_locked (st, end);
   }
   while (pos < end) {
@@ -654,14 +418,14 @@ serve_locked (struct stream *st, char *buf, uint32_t count, uint64_t offset,
       break;
     gen = g->gen;
     want = min64 (end, g->end);
-    if (!wait_seg_locked (g, until)) {
-      if (g->gen == gen && !g->abandon && !ra.stopping)
+    if (!seg_wait_locked (g, until)) {
+      if (g->gen == gen && !g->abandon)
         back_off_locked (st);
       break;
     }
     if (g->gen != gen || g->failed || g->got < g->end || pos < g->base)
       break;
-    copy_out_locked (g, buf + (pos - offset), pos, want);
+    seg_copy_locked (g, buf + (pos - offset), pos, want);
     pos = want;
   }
   if (pos == offset)
@@ -671,14 +435,15 @@ serve_locked (struct stream *st, char *buf, uint32_t count, uint64_t offset,
     return pos - offset;
   st->served += pos - offset;
   st->consumed = max64 (st->consumed, pos);
-  ra.last_run = st->consumed - st->start;
+  ra.last_run = st->consumed - st->o.start;
   ra.last_run_ns = monotonic_ns ();
-  st->window = min64 (max64 (st->window, 2 * (st->consumed - st->start)),
+  st->window = min64 (max64 (st->window, 2 * (st->consumed - st->o.start)),
                       cfg.readahead_size);
-  st->used_ns = monotonic_ns ();
+  st->o.used_ns = monotonic_ns ();
   for (i = 0; i < MAX_SEGS; i++)
-    if (ra.seg[i].used && ra.seg[i].st == st && st->consumed > KEEP)
-      release_below_locked (&ra.seg[i], st->consumed - KEEP);
+    if (seg_table[i].used && seg_table[i].owner == &st->o &&
+        st->consumed > KEEP)
+      seg_release_below_locked (&seg_table[i], st->consumed - KEEP);
   feed_locked (st, 0);
   return pos - offset;
 }
@@ -728,7 +493,7 @@ check_changed_locked (void)
 int
 prefetch_pread (void *buf, uint32_t count, uint64_t offset)
 {
-  struct stream *st;
+  struct stream *st, *started = NULL;
   struct run *r;
   bool continues, own = false;
   uint32_t done = 0;
@@ -738,7 +503,7 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
   if (!enabled ())
     return pool_pread (buf, count, offset);
 
-  pthread_mutex_lock (&ra.lock);
+  pthread_mutex_lock (&seg_lock);
   now = monotonic_ns ();
   ra.inside++;
   check_changed_locked ();
@@ -748,20 +513,21 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
       ra.inside <= MAX_QD) {
     st = stream_start_locked (offset, count, now);
     own = true;
+    started = st;
   }
-  tidy_locked (now, own ? st : NULL);
-  if (st != NULL && !st->abandon)
+  tidy_locked (now, started);
+  if (st != NULL && !st->o.abandon)
     done = serve_locked (st, buf, count, offset, own);
-  pthread_mutex_unlock (&ra.lock);
+  pthread_mutex_unlock (&seg_lock);
 
   if (done < count)
     ret = pool_pread ((char *) buf + done, count - done, offset + done);
 
-  pthread_mutex_lock (&ra.lock);
+  pthread_mutex_lock (&seg_lock);
   ra.inside--;
   if (ret == 0)
     r->answered++;
-  pthread_mutex_unlock (&ra.lock);
+  pthread_mutex_unlock (&seg_lock);
   return ret;
 }
 
@@ -777,7 +543,7 @@ prefetch_cache (uint32_t count, uint64_t offset)
 
   if (!enabled ())
     return 0;
-  LOCK_FOR_SCOPE (&ra.lock);
+  LOCK_FOR_SCOPE (&seg_lock);
   now = monotonic_ns ();
   check_changed_locked ();
   st = find_locked (offset, count, &own);
@@ -791,7 +557,7 @@ prefetch_cache (uint32_t count, uint64_t offset)
   if (offset > st->next)
     st->next = offset;
   st->hint = max64 (st->hint, offset + count);
-  st->used_ns = now;
+  st->o.used_ns = now;
   feed_locked (st, 0);
   return 0;
 }
@@ -804,12 +570,12 @@ prefetch_invalidate (uint32_t count, uint64_t offset)
 {
   unsigned i;
 
-  LOCK_FOR_SCOPE (&ra.lock);
+  LOCK_FOR_SCOPE (&seg_lock);
   for (i = 0; i < MAX_SEGS; i++) {
-    struct seg *g = &ra.seg[i];
+    struct seg *g = &seg_table[i];
 
     if (g->used && offset < g->end && offset + count > g->start)
-      abandon_stream_locked (g->st);
+      abandon_stream_locked ((struct stream *) g->owner);
   }
 }
 
@@ -819,21 +585,14 @@ prefetch_unload (void)
 {
   unsigned i;
 
-  LOCK_FOR_SCOPE (&ra.lock);
-  ra.stopping = true;
+  LOCK_FOR_SCOPE (&seg_lock);
   for (i = 0; i < MAX_STREAMS; i++)
     if (ra.st[i].used)
-      abandon_stream_locked (&ra.st[i]);
-  for (i = 0; i < MAX_SEGS; i++) {
-    while (ra.seg[i].used && ra.seg[i].running)
-      pthread_cond_wait (&ra.cond, &ra.lock);
-    reap_locked (&ra.seg[i]);
-  }
+      ra.st[i].o.abandon = true;
+  seg_stop_all_locked ();
   if (curl_debug_readahead && ra.streams > 0)
     nbdkit_debug ("read-ahead: %" PRIu64 " streams in %" PRIu64
                   " GETs fetched %" PRIu64 " bytes and served %" PRIu64
-                  "; at most %u KiB held", ra.streams, ra.segs, ra.fetched,
-                  ra.served, ra.peak_blocks * (BLOCK / 1024));
-  free (ra.spare_block);
-  ra.spare_block = NULL;
+                  "; at most %u KiB held", ra.streams, seg_started,
+                  seg_fetched, ra.served, seg_peak_blocks * (BLOCK / 1024));
 }

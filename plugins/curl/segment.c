@@ -1,0 +1,271 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * Read-ahead's GETs (segments): each asks for one range, on a connection
+ * of the pool, in a thread of its own, and keeps the answer's bytes in
+ * blocks of BLOCK bytes as they come, freed as the reads go past them.
+ * What to ask for, and which reads a segment serves, is prefetch.c's;
+ * its lock (seg_lock) guards both.
+ *
+ * A segment's answer is judged as every read's is (engine.c,
+ * verdict.c); a segment that stopped early or failed holds nothing a
+ * read may take (prefetch.c serves a segment only once its GET ended
+ * well).  It stops when nbdkit does, when it or its stream was
+ * abandoned, and when no read has used its stream for IDLE_NS and none
+ * waits on it: a client that stopped reading would never read the rest
+ * of the answer, and its connection is closed instead.
+ */
+
+#include <config.h>
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+#include "segment.h"
+
+/* -D curl.readahead=1: each stream's start and end, what it fetched and
+ * served, and the memory in use (prefetch.c prints most of it).
+ */
+NBDKIT_DLL_PUBLIC int curl_debug_readahead = 0;
+
+pthread_mutex_t seg_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t seg_cond = PTHREAD_COND_INITIALIZER;
+struct seg seg_table[MAX_SEGS];
+unsigned seg_blocks, seg_peak_blocks;   /* allocated, all segments */
+uint64_t seg_started, seg_fetched;      /* totals, for debug */
+
+static char *spare_block;       /* one freed block kept for reuse */
+static bool stopping;           /* nbdkit unloads the plugin */
+
+static void
+free_block_locked (char *b)
+{
+  if (b == NULL)
+    return;
+  seg_blocks--;
+  if (spare_block == NULL)
+    spare_block = b;
+  else
+    free (b);
+}
+
+/* Free g's blocks that end at or before pos. */
+void
+seg_release_below_locked (struct seg *g, uint64_t pos)
+{
+  while (g->base < g->end) {
+    uint64_t k = (g->base - g->start) / BLOCK;
+    uint64_t bend = g->start + (k + 1) * BLOCK;
+
+    if (bend > g->end)
+      bend = g->end;
+    if (bend > pos)
+      break;
+    free_block_locked (g->blk[k]);
+    g->blk[k] = NULL;
+    g->base = bend;
+  }
+}
+
+/* A segment whose thread has ended and that no read waits on: joined
+ * and freed.
+ */
+void
+seg_reap_locked (struct seg *g)
+{
+  if (!g->used || g->running || g->reaping || g->readers > 0)
+    return;
+  g->reaping = true;
+  pthread_mutex_unlock (&seg_lock);
+  pthread_join (g->thread, NULL);
+  pthread_mutex_lock (&seg_lock);
+  seg_release_below_locked (g, g->end);
+  free (g->blk);
+  g->blk = NULL;
+  g->owner->nsegs--;
+  g->used = g->reaping = false;
+}
+
+void
+seg_abandon_locked (struct seg *g)
+{
+  g->abandon = true;
+  seg_release_below_locked (g, g->end);
+  pthread_cond_broadcast (&seg_cond);
+}
+
+static bool
+must_stop_locked (struct seg *g)
+{
+  struct seg_owner *o = g->owner;
+
+  if (stopping || g->abandon || o->abandon)
+    return true;
+  if (g->readers == 0 && monotonic_ns () - o->used_ns > IDLE_NS) {
+    if (curl_debug_readahead)
+      nbdkit_debug ("read-ahead: stream from %" PRIu64 ": no read for a "
+                    "second: stopped", o->start);
+    o->abandon = true;          /* its other segments stop too */
+    return true;
+  }
+  return false;
+}
+
+/* engine.c hands over the answer's body as it comes (pos from the
+ * range's start); len 0 only asks whether to go on.  False stops the
+ * transfer.  Bytes below base (reads went past them) are not kept.
+ */
+static bool
+sink (void *opaque, uint64_t pos, const char *data, size_t len)
+{
+  struct seg *g = opaque;
+  uint64_t at = g->start + pos;
+
+  LOCK_FOR_SCOPE (&seg_lock);
+  if (must_stop_locked (g))
+    return false;
+  if (len == 0)
+    return true;
+  while (len > 0) {
+    uint64_t k = (at - g->start) / BLOCK, off = (at - g->start) % BLOCK;
+    size_t n = BLOCK - off < len ? BLOCK - off : len;
+
+    if (at + n > g->base) {
+      if (g->blk[k] == NULL) {
+        g->blk[k] = spare_block != NULL ? spare_block : malloc (BLOCK);
+        spare_block = NULL;
+        if (g->blk[k] == NULL)
+          return false;
+        if (++seg_blocks > seg_peak_blocks)
+          seg_peak_blocks = seg_blocks;
+      }
+      memcpy (g->blk[k] + off, data, n);
+    }
+    data += n;
+    len -= n;
+    at += n;
+  }
+  g->got = at;
+  pthread_cond_broadcast (&seg_cond);
+  return true;
+}
+
+static void *
+seg_thread (void *opaque)
+{
+  struct seg *g = opaque;
+  struct seg_owner *o = g->owner;
+  enum verdict v;
+
+  v = engine_get_stream (g->conn, g->start, g->end - 1, sink, g);
+  pool_put (g->conn);
+
+  LOCK_FOR_SCOPE (&seg_lock);
+  g->conn = NULL;
+  g->running = false;
+  o->nrunning--;
+  g->failed = verdict_failed (v);
+  seg_fetched += g->got - g->start;
+  o->fetched += g->got - g->start;
+  o->ended (o, !g->failed,
+            g->failed && !g->abandon && !o->abandon && !stopping);
+  pthread_cond_broadcast (&seg_cond);
+  return NULL;
+}
+
+/* Ask for [start, end) for o: false when no slot or connection is free
+ * now.
+ */
+bool
+seg_start_locked (struct seg_owner *o, uint64_t start, uint64_t end)
+{
+  struct seg *g = NULL;
+  unsigned i;
+  int err;
+
+  if (stopping)
+    return false;
+  for (i = 0; i < MAX_SEGS && g == NULL; i++)
+    if (!seg_table[i].used)
+      g = &seg_table[i];
+  if (g == NULL)
+    return false;
+  *g = (struct seg) {
+    .used = true, .running = true, .gen = g->gen + 1, .owner = o,
+    .start = start, .end = end, .got = start, .base = start,
+  };
+  g->blk = calloc ((end - start + BLOCK - 1) / BLOCK, sizeof g->blk[0]);
+  g->conn = g->blk != NULL ? pool_try_get () : NULL;
+  if (g->conn == NULL) {
+    free (g->blk);
+    g->used = false;
+    return false;
+  }
+  err = pthread_create (&g->thread, NULL, seg_thread, g);
+  if (err != 0) {
+    nbdkit_debug ("read-ahead: pthread_create: %s", strerror (err));
+    pool_put (g->conn);
+    free (g->blk);
+    g->used = false;
+    return false;
+  }
+  o->nsegs++;
+  o->nrunning++;
+  seg_started++;
+  return true;
+}
+
+/* Wait for g's GET to end, at most until the deadline: false if it did
+ * not.
+ */
+bool
+seg_wait_locked (struct seg *g, int64_t until)
+{
+  struct timespec ts = {
+    .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000,
+  };
+
+  g->readers++;
+  while (g->running && !g->abandon && !stopping && monotonic_ns () < until)
+    pthread_cond_timedwait (&seg_cond, &seg_lock, &ts);
+  g->readers--;
+  return !g->running;
+}
+
+/* g's bytes [from, to) into buf. */
+void
+seg_copy_locked (const struct seg *g, char *buf, uint64_t from, uint64_t to)
+{
+  while (from < to) {
+    uint64_t k = (from - g->start) / BLOCK, off = (from - g->start) % BLOCK;
+    uint64_t n = BLOCK - off < to - from ? BLOCK - off : to - from;
+
+    memcpy (buf, g->blk[k] + off, n);
+    buf += n;
+    from += n;
+  }
+}
+
+/* At unload: every segment stopped, its thread joined, memory freed. */
+void
+seg_stop_all_locked (void)
+{
+  unsigned i;
+
+  stopping = true;
+  for (i = 0; i < MAX_SEGS; i++)
+    if (seg_table[i].used)
+      seg_abandon_locked (&seg_table[i]);
+  for (i = 0; i < MAX_SEGS; i++) {
+    while (seg_table[i].used && seg_table[i].running)
+      pthread_cond_wait (&seg_cond, &seg_lock);
+    seg_reap_locked (&seg_table[i]);
+  }
+  free (spare_block);
+  spare_block = NULL;
+}

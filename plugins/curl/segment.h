@@ -1,0 +1,73 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * What prefetch.c and segment.c share: read-ahead's GETs (segments) and
+ * the lock that guards them and the streams.
+ */
+
+#ifndef SEGMENT_H
+#define SEGMENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#define MAX_SEGS 32             /* segments held, all streams */
+#define BLOCK (256 * 1024)      /* a segment's bytes come in blocks */
+/* A stream that no read has used for this long is stopped. */
+#define IDLE_NS (1000 * INT64_C (1000000))
+
+/* What a segment knows of the stream that asked for it (prefetch.c's
+ * struct stream starts with one).  With seg_lock held.
+ */
+struct seg_owner {
+  bool abandon;                 /* its segments are to stop */
+  int64_t used_ns;              /* when a read last used it */
+  uint64_t start;               /* where it started, for messages */
+  unsigned nsegs;               /* its segments, running or holding */
+  unsigned nrunning;            /* ... running */
+  uint64_t fetched;             /* bytes its GETs brought */
+  /* When one of its GETs has ended, with seg_lock held: ok when it
+   * brought its whole range, failed when it failed of itself (not
+   * stopped).
+   */
+  void (*ended) (struct seg_owner *o, bool ok, bool failed);
+};
+
+/* One GET of [start, end): with seg_lock held. */
+struct seg {
+  bool used;
+  bool running;                 /* its thread runs */
+  bool reaping;                 /* its thread is being joined */
+  bool abandon;                 /* its thread is to stop */
+  bool failed;                  /* it ended before its end */
+  unsigned readers;             /* reads waiting on it */
+  unsigned gen;                 /* which GET the slot holds */
+  struct seg_owner *owner;
+  uint64_t start, end;
+  uint64_t got;                 /* the first byte not received yet */
+  uint64_t base;                /* blocks before this are freed */
+  char **blk;                   /* one per BLOCK of the range */
+  struct conn *conn;
+  pthread_t thread;
+};
+
+extern pthread_mutex_t seg_lock;
+extern pthread_cond_t seg_cond;     /* bytes came, a GET ended */
+extern struct seg seg_table[MAX_SEGS];
+extern unsigned seg_blocks, seg_peak_blocks;
+extern uint64_t seg_started, seg_fetched;
+extern int curl_debug_readahead;
+
+extern bool seg_start_locked (struct seg_owner *o, uint64_t start,
+                              uint64_t end);
+extern void seg_release_below_locked (struct seg *g, uint64_t pos);
+extern void seg_abandon_locked (struct seg *g);
+extern void seg_reap_locked (struct seg *g);
+extern bool seg_wait_locked (struct seg *g, int64_t until);
+extern void seg_copy_locked (const struct seg *g, char *buf, uint64_t from,
+                             uint64_t to);
+extern void seg_stop_all_locked (void);
+
+#endif /* SEGMENT_H */
