@@ -343,16 +343,22 @@ stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
  * moves the stream on in nothing).
  */
 static struct stream *
-find_locked (uint64_t offset, uint32_t count, bool *own)
+find_locked (uint64_t offset, uint32_t count, bool *own, bool *behind)
 {
   unsigned i;
 
   for (i = 0; i < MAX_STREAMS; i++) {
     struct stream *st = &ra.st[i];
 
-    if (!st->used || st->o.abandon || offset < st->o.start ||
-        offset + KEEP < st->consumed)
+    if (!st->used || st->o.abandon || offset < st->o.start)
       continue;
+    /* A read that the stream went past (one of a few in flight that
+     * came late): not a new stream's start.
+     */
+    if (offset + KEEP < st->consumed) {
+      *behind = true;
+      continue;
+    }
     *own = offset <= st->consumed + 4 * (uint64_t) count;
     if (*own || offset + count <= st->next)
       return st;
@@ -495,7 +501,7 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
 {
   struct stream *st, *started = NULL;
   struct run *r;
-  bool continues, own = false;
+  bool continues, own = false, behind = false;
   uint32_t done = 0;
   int64_t now;
   int ret = 0;
@@ -508,9 +514,9 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
   ra.inside++;
   check_changed_locked ();
   r = run_locked (offset, count, now, &continues);
-  st = find_locked (offset, count, &own);
-  if (st == NULL && cfg.readahead && continues && r->answered >= 1 &&
-      ra.inside <= MAX_QD) {
+  st = find_locked (offset, count, &own, &behind);
+  if (st == NULL && cfg.readahead && continues && !behind &&
+      r->answered >= 1 && ra.inside <= MAX_QD) {
     st = stream_start_locked (offset, count, now);
     own = true;
     started = st;
@@ -538,7 +544,7 @@ int
 prefetch_cache (uint32_t count, uint64_t offset)
 {
   struct stream *st;
-  bool own = false;
+  bool own = false, behind = false;
   int64_t now;
 
   if (!enabled ())
@@ -546,7 +552,7 @@ prefetch_cache (uint32_t count, uint64_t offset)
   LOCK_FOR_SCOPE (&seg_lock);
   now = monotonic_ns ();
   check_changed_locked ();
-  st = find_locked (offset, count, &own);
+  st = find_locked (offset, count, &own, &behind);
   if (st != NULL && !own)
     return 0;                   /* asked for already */
   if (st == NULL)
