@@ -12,7 +12,8 @@
 # tcp-nodelay, sslverify, cainfo, capath, ssl-version, ssl-cipher-list,
 # tls13-ciphers, header, user, password, cookie, cookiefile, user-agent,
 # aws-sigv4, followlocation, location-trusted, insecure-redirect,
-# pin-object (not used for file:, engine.c), http-version where libcurl
+# pin-object (not used for file:, engine.c), readahead, readahead-size
+# (no read-ahead for file:, prefetch.c), http-version where libcurl
 # has that version.  cookiejar is written at exit (libcurl's header, no
 # cookies).  The scripts of header-script= and cookie-script= run at
 # start-up even for file: (script_init does not look at the scheme).
@@ -113,6 +114,9 @@ ok timeout-0 timeout=0
 ok retries retries=0
 ok retry-delay retry-delay=0.25
 ok pin-object pin-object=false
+ok readahead readahead=false
+ok readahead-size readahead-size=4M
+ok readahead-size-0 readahead-size=0
 ok sslverify sslverify=false
 ok cainfo "cainfo=$tmp/cert.pem"
 ok capath "capath=$tmp/capath"

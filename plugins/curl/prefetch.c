@@ -12,11 +12,12 @@
  * earlier one ended (random reads land there about once in as many reads
  * as the disk has blocks, times MAX_RUNS).  A stream starts when a read
  * continues a run of which a read has already been answered, while the
- * client has at most MAX_QD reads in the plugin: a client that waits for
- * its answers.  Clients that keep many reads in flight (nbdcopy,
- * qemu-img convert) fill the link themselves and are left to pool.c's
- * batches; random reads never continue a run, so they never start a
- * stream and cost no extra request.
+ * client has had at most MAX_QD reads in the plugin for a second: a
+ * client that waits for its answers.  Clients that keep many reads in
+ * flight (nbdcopy, qemu-img convert) fill the link themselves and are
+ * left to pool.c's batches, also at the end of a copy, when few of
+ * their reads are left; random reads never continue a run, so they
+ * never start a stream and cost no extra request.
  *
  * Segments.  A stream asks for the bytes ahead of its reads in
  * segments (segment.c): GETs of one range each, every one read by a
@@ -126,6 +127,7 @@ static struct {
   struct stream st[MAX_STREAMS];
   struct run runs[MAX_RUNS];
   unsigned inside;              /* reads in prefetch_pread now */
+  int64_t busy_ns;              /* when more than MAX_QD were, last */
   uint64_t last_run;            /* the last stream served so far */
   int64_t last_run_ns;          /* ... when it last served */
   unsigned changed_seen;        /* remote_changed's count, acted on */
@@ -511,12 +513,13 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
 
   pthread_mutex_lock (&seg_lock);
   now = monotonic_ns ();
-  ra.inside++;
+  if (++ra.inside > MAX_QD)
+    ra.busy_ns = now;
   check_changed_locked ();
   r = run_locked (offset, count, now, &continues);
   st = find_locked (offset, count, &own, &behind);
   if (st == NULL && cfg.readahead && continues && !behind &&
-      r->answered >= 1 && ra.inside <= MAX_QD) {
+      r->answered >= 1 && now - ra.busy_ns > IDLE_NS) {
     st = stream_start_locked (offset, count, now);
     own = true;
     started = st;

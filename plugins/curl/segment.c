@@ -14,7 +14,9 @@
  * well).  It stops when nbdkit does, when it or its stream was
  * abandoned, and when no read has used its stream for IDLE_NS and none
  * waits on it: a client that stopped reading would never read the rest
- * of the answer, and its connection is closed instead.
+ * of the answer, and its connection is closed instead, unless little of
+ * the answer is left to come (DRAIN_MAX), which is read and thrown away
+ * so that the connection stays open.
  */
 
 #include <config.h>
@@ -38,6 +40,10 @@ pthread_cond_t seg_cond = PTHREAD_COND_INITIALIZER;
 struct seg seg_table[MAX_SEGS];
 unsigned seg_blocks, seg_peak_blocks;   /* allocated, all segments */
 uint64_t seg_started, seg_fetched;      /* totals, for debug */
+
+/* See must_stop_locked. */
+#define DRAIN_MAX (1024 * 1024)
+#define DRAIN_NS (500 * INT64_C (1000000))
 
 static char *spare_block;       /* one freed block kept for reuse */
 static bool stopping;           /* nbdkit unloads the plugin */
@@ -99,20 +105,34 @@ seg_abandon_locked (struct seg *g)
   pthread_cond_broadcast (&seg_cond);
 }
 
+/* Whether g is to stop: *keep says whether to keep what comes.  One
+ * that is no longer wanted but has at most DRAIN_MAX left to come reads
+ * it to the end, for at most DRAIN_NS, and throws it away: that keeps
+ * its connection, where stopping would close it, and most of it is on
+ * its way already.
+ */
 static bool
-must_stop_locked (struct seg *g)
+must_stop_locked (struct seg *g, bool *keep)
 {
   struct seg_owner *o = g->owner;
+  int64_t now = monotonic_ns ();
 
-  if (stopping || g->abandon || o->abandon)
+  *keep = false;
+  if (stopping)
     return true;
-  if (g->readers == 0 && monotonic_ns () - o->used_ns > IDLE_NS) {
+  if (!g->abandon && !o->abandon && g->readers == 0 &&
+      now - o->used_ns > IDLE_NS) {
     if (curl_debug_readahead)
       nbdkit_debug ("read-ahead: stream from %" PRIu64 ": no read for a "
                     "second: stopped", o->start);
     o->abandon = true;          /* its other segments stop too */
-    return true;
   }
+  if (g->abandon || o->abandon) {
+    if (g->drain_until == 0)
+      g->drain_until = now + DRAIN_NS;
+    return g->end - g->got > DRAIN_MAX || now > g->drain_until;
+  }
+  *keep = true;
   return false;
 }
 
@@ -125,9 +145,10 @@ sink (void *opaque, uint64_t pos, const char *data, size_t len)
 {
   struct seg *g = opaque;
   uint64_t at = g->start + pos;
+  bool keep;
 
   LOCK_FOR_SCOPE (&seg_lock);
-  if (must_stop_locked (g))
+  if (must_stop_locked (g, &keep))
     return false;
   if (len == 0)
     return true;
@@ -135,7 +156,7 @@ sink (void *opaque, uint64_t pos, const char *data, size_t len)
     uint64_t k = (at - g->start) / BLOCK, off = (at - g->start) % BLOCK;
     size_t n = BLOCK - off < len ? BLOCK - off : len;
 
-    if (at + n > g->base) {
+    if (keep && at + n > g->base) {
       if (g->blk[k] == NULL) {
         g->blk[k] = spare_block != NULL ? spare_block : malloc (BLOCK);
         spare_block = NULL;

@@ -48,6 +48,7 @@ struct seg {
   uint64_t start, end;
   uint64_t got;                 /* the first byte not received yet */
   uint64_t base;                /* blocks before this are freed */
+  int64_t drain_until;          /* abandoned: read on until then */
   char **blk;                   /* one per BLOCK of the range */
   struct conn *conn;
   pthread_t thread;
