@@ -100,8 +100,8 @@
 #define STALE_MIN_NS (20 * INT64_C (1000000))
 /* See patience_ns. */
 #define PATIENCE_MIN_NS (1000 * INT64_C (1000000))
-/* After a stream's first segment failed, none starts for this long
- * (doubled each time, up to MAX_BACKOFF_NS).
+/* After a segment failed or was too slow for a read, no stream starts
+ * for this long (doubled each time, up to MAX_BACKOFF_NS).
  */
 #define BACKOFF_NS (1000 * INT64_C (1000000))
 #define MAX_BACKOFF_NS (30 * INT64_C (1000000000))
