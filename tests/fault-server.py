@@ -831,8 +831,8 @@ def reset(handler):
     handler.close_connection = True
 
 
-def half_answer(handler, data, start, end, then):
-    """206 headers promising the range, half its bytes, then 'then'."""
+def range_headers(handler, data, start, end):
+    """The headers of a 206 that promises the range, whole."""
     handler.send_response(206)
     handler.send_header("Content-Range",
                         "bytes %d-%d/%d" % (start, end, len(data)))
@@ -840,6 +840,11 @@ def half_answer(handler, data, start, end, then):
     for k, v in handler.validators():
         handler.send_header(k, v)
     handler.end_headers()
+
+
+def half_answer(handler, data, start, end, then):
+    """206 headers promising the range, half its bytes, then 'then'."""
+    range_headers(handler, data, start, end)
     chunk = data[start:end + 1][:(end - start + 1) // 2]
     handler.wfile.write(chunk)
     handler.wfile.flush()
@@ -1306,13 +1311,7 @@ class DripLarge(Handler):
         if end - start + 1 <= LARGE_RANGE:
             super().serve_range(data, start, end)
             return
-        self.send_response(206)
-        self.send_header("Content-Range",
-                         "bytes %d-%d/%d" % (start, end, len(data)))
-        self.send_header("Content-Length", str(end - start + 1))
-        for k, v in self.validators():
-            self.send_header(k, v)
-        self.end_headers()
+        range_headers(self, data, start, end)
         log("drip-large: %s range=%s" % (self.path,
                                          self.headers.get("Range")))
         body = data[start:end + 1]

@@ -6,10 +6,15 @@
 # answer came, so it once started a stream that asked again for a
 # whole window the first stream had fetched already (fio at QD4 fetched
 # 25% more than it read).
-#   A sequential reader (QD1, 64 KiB) starts a stream from 1 MiB; it
+#   (a) A sequential reader (QD1, 64 KiB) starts a stream from 1 MiB; it
 #   then skips one read (1 MiB + 320 KiB) and reads on for 2 MiB, then
 #   comes back for the read it skipped: right bytes, and nginx's GET for
 #   it asks for exactly those 64 KiB.
+#   (b) But a reader that reads the same 8 MiB again from their start
+#   (far behind the stream of its first pass, as fio does when it wraps
+#   around, or a client that reads a file twice) is read ahead of again:
+#   the second pass costs a few GETs, not one per read (the first
+#   version of (a)'s fix made it 128).
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -52,3 +57,31 @@ if grep -E " GET bytes=$late-[0-9]+ 206" "$tmp/access.log" |
   fail "the late read started a stream of its own"
 fi
 echo "the late read at $late was one GET of its own bytes"
+
+# (b)
+: >"$tmp/access.log"
+start_nbdkit twice -r "$PLUGIN" "$url"
+FILE=$image LOG=$tmp/access.log nbdsh -u "$uri" -c '
+import os
+data = open(os.environ["FILE"], "rb").read()
+for p in range(2):
+    off = 1024 * 1024
+    for i in range(128):
+        assert h.pread(65536, off) == data[off:off + 65536], \
+            "pass %d: read at %d" % (p, off)
+        off += 65536
+    if p == 0:
+        print(len(open(os.environ["LOG"]).readlines()), flush=True)
+h.shutdown()
+' >"$tmp/twice.out" 2>&1 || {
+  cat "$tmp/twice.out" >&2
+  fail "(b) the reads failed"
+}
+stop_nbdkit twice
+first=$(head -n 1 "$tmp/twice.out")
+second=$(($(grep -c ' GET ' "$tmp/access.log") - first))
+echo "(b) the second pass of 128 reads: $second GETs"
+[ "$second" -le 32 ] || {
+  tail -n +"$((first + 1))" "$tmp/access.log" >&2
+  fail "(b) the second pass of 128 reads cost $second GETs"
+}

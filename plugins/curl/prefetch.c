@@ -98,6 +98,8 @@
  */
 #define KEEP (2 * BLOCK)
 #define STALE_MIN_NS (20 * INT64_C (1000000))
+/* See find_locked. */
+#define LATE_READS 64
 /* See patience_ns. */
 #define PATIENCE_MIN_NS (1000 * INT64_C (1000000))
 /* After a segment failed or was too slow for a read, no stream starts
@@ -354,11 +356,14 @@ find_locked (uint64_t offset, uint32_t count, bool *own, bool *behind)
 
     if (!st->used || st->o.abandon || offset < st->o.start)
       continue;
-    /* A read that the stream went past (one of a few in flight that
-     * came late): not a new stream's start.
+    /* A read that the stream went past lately (one of a few in flight
+     * that came late: on a busy machine seen 30 reads behind) is not a
+     * new stream's start.  One further back (a client that reads a file
+     * again) may start one.
      */
     if (offset + KEEP < st->consumed) {
-      *behind = true;
+      if (offset + KEEP + LATE_READS * (uint64_t) count >= st->consumed)
+        *behind = true;
       continue;
     }
     *own = offset <= st->consumed + 4 * (uint64_t) count;
