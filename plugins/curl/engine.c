@@ -1144,12 +1144,11 @@ engine_get_spans (struct conn *c, struct span *spans, unsigned nspans)
   return perform_on (c, &x);
 }
 
-
-/* GET of bytes first-last, handed to sink as they come (prefetch.c's
- * streams): judged as every read is, but tried once, and failures only
- * logged for debugging (the reads it would have served are then asked
- * for as ordinary reads, which report their own).  A stream stopped by
- * its sink ends with VERDICT_STOPPED.
+/* GET of bytes first-last, handed to sink as they come (read-ahead's
+ * segments, segment.c): judged as every read is, but tried once, and
+ * failures only logged for debugging (the reads it would have served
+ * are then asked for as ordinary reads, which report their own).  One
+ * stopped by its sink ends with VERDICT_STOPPED.
  */
 enum verdict
 engine_get_stream (struct conn *c, uint64_t first, uint64_t last,
