@@ -11,11 +11,9 @@
  * Detection.  A read continues a run when it starts exactly where an
  * earlier one ended (random reads land there about once in as many reads
  * as the disk has blocks, times MAX_RUNS).  A stream starts when a read
- * continues a run of which a read has already been answered and never
- * more than MAX_QD were in the plugin at once, while the client has had
- * at most MAX_QD reads in the plugin for a second: a client that waits
- * for its answers (nbdcopy sends its first reads all at once, before
- * any answer comes).  Clients that keep many reads in
+ * continues a run of which a read has already been answered, while the
+ * client has had at most MAX_QD reads in the plugin for a second: a
+ * client that waits for its answers.  Clients that keep many reads in
  * flight (nbdcopy, qemu-img convert) fill the link themselves and are
  * left to pool.c's batches, also at the end of a copy, when few of
  * their reads are left; random reads never continue a run, so they
@@ -124,8 +122,6 @@ struct stream {
 struct run {
   uint64_t next;                /* where the next read would start */
   unsigned answered;            /* its reads answered so far */
-  unsigned inflight;            /* its reads in the plugin now */
-  unsigned most;                /* ... at most, so far */
   int64_t at;                   /* its last read, 0 for none */
 };
 
@@ -524,21 +520,11 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
   now = monotonic_ns ();
   if (++ra.inside > MAX_QD)
     ra.busy_ns = now;
-  /* A client that turns out to keep many reads in flight (nbdcopy sends
-   * its first few one by one) needs the connections for them.
-   */
-  if (ra.inside > 2 * MAX_QD)
-    for (unsigned i = 0; i < MAX_STREAMS; i++)
-      if (ra.st[i].used && !ra.st[i].o.abandon)
-        abandon_stream_locked (&ra.st[i]);
   check_changed_locked ();
   r = run_locked (offset, count, now, &continues);
-  if (++r->inflight > r->most)
-    r->most = r->inflight;
   st = find_locked (offset, count, &own, &behind);
   if (st == NULL && cfg.readahead && continues && !behind &&
-      r->answered >= 1 && r->most <= MAX_QD &&
-      now - ra.busy_ns > IDLE_NS) {
+      r->answered >= 1 && now - ra.busy_ns > IDLE_NS) {
     st = stream_start_locked (offset, count, now);
     own = true;
     started = st;
@@ -553,8 +539,6 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
 
   pthread_mutex_lock (&seg_lock);
   ra.inside--;
-  if (r->inflight > 0)
-    r->inflight--;
   if (ret == 0)
     r->answered++;
   pthread_mutex_unlock (&seg_lock);
