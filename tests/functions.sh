@@ -1197,6 +1197,18 @@ h.shutdown()
 }
 
 # ----------------------------------------------------------------------
+# gets_besides_probe NAME: $gets is the GETs in nginx's $tmp/access.log
+# but the probe's of the first 8 KiB; the log is kept as
+# $tmp/access-NAME.log.
+gets_besides_probe ()
+{
+  local probe
+  gets=$(grep -c ' GET ' "$tmp/access.log" || :)
+  probe=$(grep -c ' GET bytes=0-8191 ' "$tmp/access.log" || :)
+  gets=$((gets - probe))
+  cp "$tmp/access.log" "$tmp/access-$1.log"
+}
+
 # For the tests of which origin sees the user's secrets, on the logs of
 # start_nginx_named (one line per request, the secret headers in it).
 #

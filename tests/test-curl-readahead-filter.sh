@@ -87,10 +87,7 @@ h.shutdown()
     problem "($name) $(tail -n 1 "$tmp/$name.out")"
   }
   stop_nbdkit "$name"
-  gets=$(grep -c ' GET ' "$tmp/access.log" || :)
-  probe=$(grep -c ' GET bytes=0-8191 ' "$tmp/access.log" || :)
-  gets=$((gets - probe))
-  cp "$tmp/access.log" "$tmp/access-$name.log"
+  gets_besides_probe "$name"
 }
 
 # (a)
