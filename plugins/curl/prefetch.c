@@ -16,8 +16,12 @@
  * client that waits for its answers.  Clients that keep many reads in
  * flight (nbdcopy, qemu-img convert) fill the link themselves and are
  * left to pool.c's batches, also at the end of a copy, when few of
- * their reads are left; random reads never continue a run, so they
- * never start a stream and cost no extra request.
+ * their reads are left.  Their first reads come one by one and may
+ * start a stream; once more than MAX_QD reads are in the plugin, every
+ * stream retires: it asks for nothing more, serves what it asked for,
+ * and ends (on loopback such streams took the pool's connections from
+ * the copy's reads).  Random reads never continue a run, so they never
+ * start a stream and cost no extra request.
  *
  * Segments.  A stream asks for the bytes ahead of its reads in
  * segments (segment.c): GETs of one range each, every one read by a
@@ -111,6 +115,7 @@
 struct stream {
   struct seg_owner o;           /* first: abandon, used_ns, start... */
   bool used;
+  bool retiring;                /* asks for nothing more (see Detection) */
   uint64_t consumed;            /* the highest end of a read served */
   uint64_t next;                /* the end of what it asked for */
   uint64_t hint;                /* NBD_CMD_CACHE asked up to here */
@@ -218,7 +223,7 @@ feed_locked (struct stream *st, uint64_t need)
 {
   uint64_t target = st->consumed + st->window, held, room, size, end;
 
-  if (st->o.abandon)
+  if (st->o.abandon || st->retiring)
     return;
   if (st->hint > target)
     target = min64 (st->hint, st->consumed + cfg.readahead_size);
@@ -248,6 +253,9 @@ feed_locked (struct stream *st, uint64_t need)
       size = end - end % BLOCK - st->next;
     if (!seg_start_locked (&st->o, st->next, st->next + size))
       break;
+    if (curl_debug_readahead)
+      nbdkit_debug ("read-ahead: stream from %" PRIu64 " asks for %" PRIu64
+                    "-%" PRIu64, st->o.start, st->next, st->next + size - 1);
     st->next += size;
   }
 }
@@ -280,7 +288,8 @@ tidy_locked (int64_t now, const struct stream *started)
     struct stream *st = &ra.st[i];
 
     if (st->used && st != started && !st->o.abandon &&
-        now - st->o.used_ns > (started != NULL ? stale : IDLE_NS))
+        (now - st->o.used_ns > (started != NULL ? stale : IDLE_NS) ||
+         (st->retiring && st->o.nrunning == 0 && st->consumed >= st->next)))
       abandon_stream_locked (st);
   }
   for (i = 0; i < MAX_SEGS; i++) {
@@ -489,6 +498,29 @@ run_locked (uint64_t offset, uint32_t count, int64_t now, bool *continues)
   return oldest;
 }
 
+/* A client with many reads in flight fills the link itself, and needs
+ * the pool's connections for them: the streams ask for nothing more,
+ * but what they asked for comes in whole (closing a connection in the
+ * middle of an answer would cost a new one) and is served.
+ */
+static void
+retire_all_locked (void)
+{
+  unsigned i;
+
+  for (i = 0; i < MAX_STREAMS; i++) {
+    struct stream *st = &ra.st[i];
+
+    if (st->used && !st->o.abandon && !st->retiring) {
+      st->retiring = true;
+      if (curl_debug_readahead)
+        nbdkit_debug ("read-ahead: stream from %" PRIu64 " asks for "
+                      "nothing more: %u reads in flight", st->o.start,
+                      ra.inside);
+    }
+  }
+}
+
 /* A changed object: nothing read ahead of it is served again. */
 static void
 check_changed_locked (void)
@@ -518,8 +550,10 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
 
   pthread_mutex_lock (&seg_lock);
   now = monotonic_ns ();
-  if (++ra.inside > MAX_QD)
+  if (++ra.inside > MAX_QD) {
     ra.busy_ns = now;
+    retire_all_locked ();
+  }
   check_changed_locked ();
   r = run_locked (offset, count, now, &continues);
   st = find_locked (offset, count, &own, &behind);
