@@ -307,6 +307,11 @@ extern int engine_put (struct conn *c, const void *buf, uint32_t count,
                        uint64_t offset, long *status);
 extern int64_t engine_answer_wait_ns (struct conn *c);
 extern int64_t engine_round_trip (void);
+/* A server at least SLOW_NS away (engine_round_trip): further than
+ * loopback or a LAN, which answer well within a millisecond; users'
+ * remote images are 10-150 ms away.  pool.c and prefetch.c.
+ */
+#define SLOW_NS (2 * 1000000)
 extern enum verdict engine_get_spans (struct conn *c, struct span *spans,
                                       unsigned nspans);
 extern enum verdict engine_get_stream (struct conn *c, uint64_t first,

@@ -48,13 +48,11 @@ NBDKIT_DLL_PUBLIC int curl_debug_batch = 64;
  */
 #define MAX_BATCH_BYTES (8 * 1024 * 1024)
 
-/* A server at least SLOW_NS away (a round trip, as the probe measured
- * it) gets all connections= and gathering (see limit_locked and
- * gather_locked); one at least FAR_NS away keeps the connections opened
- * during the probe (pool_start).  Loopback and a LAN answer well within a
- * millisecond; users' remote images are 10-150 ms away.
+/* A server at least SLOW_NS away (curldefs.h) gets all connections=
+ * and gathering (see limit_locked and gather_locked); one at least
+ * FAR_NS away keeps the connections opened during the probe
+ * (pool_start).
  */
-#define SLOW_NS (2 * 1000000)
 #define FAR_NS (10 * 1000000)
 
 /* Gathering waits at most 1/GATHER_FRACTION of an answer's delay,
