@@ -1197,6 +1197,23 @@ h.shutdown()
 }
 
 # ----------------------------------------------------------------------
+# read_in_turn FILE OFFSET COUNT SIZE: through $uri, COUNT reads of SIZE
+# bytes one after another (one in flight) from OFFSET on, each compared
+# with FILE's bytes there; the client's output goes to stdout.
+read_in_turn ()
+{
+  FILE=$1 OFF=$2 N=$3 BS=$4 nbdsh -u "$uri" -c '
+import os
+data = open(os.environ["FILE"], "rb").read()
+off, bs = int(os.environ["OFF"]), int(os.environ["BS"])
+for i in range(int(os.environ["N"])):
+    assert h.pread(bs, off) == data[off:off + bs], "read at %d differs" % off
+    off += bs
+h.shutdown()
+'
+}
+
+# ----------------------------------------------------------------------
 # gets_besides_probe NAME: $gets is the GETs in nginx's $tmp/access.log
 # but the probe's of the first 8 KiB; the log is kept as
 # $tmp/access-NAME.log.

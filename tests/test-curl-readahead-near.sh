@@ -65,15 +65,7 @@ echo "(a) nginx sent $bytes bytes for 40 reads of 1 MiB"
 # (b)
 start_nbdkit qd1 -r -v -D curl.readahead=1 "$PLUGIN" \
              "http://127.0.0.1:$linkem_port/disk.img"
-FILE=$image nbdsh -u "$uri" -c '
-import os
-data = open(os.environ["FILE"], "rb").read()
-off = 1048576
-for i in range(24):
-    assert h.pread(65536, off) == data[off:off + 65536], "read at %d" % off
-    off += 65536
-h.shutdown()
-' >"$tmp/qd1.out" 2>&1 || {
+read_in_turn "$image" "$M" 24 65536 >"$tmp/qd1.out" 2>&1 || {
   cat "$tmp/qd1.out" >&2
   fail "(b) the reads failed"
 }
