@@ -1197,6 +1197,21 @@ h.shutdown()
 }
 
 # ----------------------------------------------------------------------
+# stream_lead NAME: $lead is how many reads of a run nbdkit NAME (started
+# with -v) answers before a read-ahead stream may start: 1 when its
+# probe measured a distant server, 16 for a near one (loopback, unless
+# the machine is busy enough that an answer took 2 ms or more).
+stream_lead ()
+{
+  wait_log "$tmp/$1.err" "the probe's answer came .* server"
+  if grep -q "the probe's answer came .* a near server" "$tmp/$1.err"; then
+    lead=16
+  else
+    lead=1
+  fi
+}
+
+# ----------------------------------------------------------------------
 # read_in_turn FILE OFFSET COUNT SIZE: through $uri, COUNT reads of SIZE
 # bytes one after another (one in flight) from OFFSET on, each compared
 # with FILE's bytes there; the client's output goes to stdout.

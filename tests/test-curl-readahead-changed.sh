@@ -3,18 +3,19 @@
 # object that changed.  nginx serves a 24 MiB image; it is replaced by
 # another of the same size and other bytes (a new file renamed over it,
 # its modification time 10 s later, so its ETag differs).
-#  (a) A stream that starts after the change: 16 reads from 1 MiB on
-#      (on loopback a stream starts at the 17th read of a run), the
+#  (a) A stream that starts after the change: from 1 MiB on as many
+#      reads as are answered before a stream starts (16 on loopback, 1
+#      if the probe measured 2 ms or more: stream_lead), the
 #      replacement, then three reads that continue them (the first of
 #      them starts a stream, whose GET of more than the read carries the
 #      pin and is refused with 412): each fails with EIO, none gives
 #      bytes.
 #  (b) Bytes read ahead before the change, dropped once the plugin sees
-#      it: 36 sequential reads (a stream serves the last 20 and reads
-#      ahead), the replacement, at once a read far away (its GET is
-#      refused: EIO), then the next sequential reads, whose bytes the
-#      stream holds: they must fail with EIO too, never give the bytes
-#      held.
+#      it: as many sequential reads and 20 more (a stream serves those
+#      and reads ahead), the replacement, at once a read far away (its
+#      GET is refused: EIO), then the next sequential reads, whose bytes
+#      the stream holds: they must fail with EIO too, never give the
+#      bytes held.
 # In both, the new version's bytes never reach the client, and nbdkit's
 # stderr says "changed since it was opened".
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -41,12 +42,14 @@ changed ()
   touch -d @1700000000 "$image"
   : >"$tmp/access.log"
   start_nbdkit "$name" -r -v -D curl.readahead=1 "$PLUGIN" "$url"
-  V1=$tmp/v1.img V2=$tmp/v2.img DISK=$image nbdsh -u "$uri" -c '
+  stream_lead "$name"
+  LEAD=$lead V1=$tmp/v1.img V2=$tmp/v2.img DISK=$image nbdsh -u "$uri" -c '
 import errno, os, shutil, time
 v1 = open(os.environ["V1"], "rb").read()
 v2 = open(os.environ["V2"], "rb").read()
 M = 1024 * 1024
 K64 = 65536
+LEAD = int(os.environ["LEAD"])
 
 # The new version is ready beside the image: replace() only renames it,
 # and the old one keeps a name (freeing its blocks takes milliseconds).
@@ -87,11 +90,11 @@ h.shutdown()
 
 # (a)
 changed after '
-for i in range(16):
+for i in range(LEAD):
     off = M + i * K64
     assert h.pread(K64, off) == v1[off:off + K64], "read at %d is not v1" % off
 replace()
-for i in range(16, 19):
+for i in range(LEAD, LEAD + 3):
     must_fail(M + i * K64)
 '
 # The stream asked for more than a read, pinned: 412.
@@ -103,15 +106,15 @@ awk '$2 == "GET" && $4 == 412 && $3 ~ /^bytes=[0-9]+-[0-9]+$/ {
   cat "$tmp/access.log" >&2
   problem "(a) no read-ahead GET (longer than a read) refused with 412"
 }
-# After the probe and the first 16 reads, no GET was answered with bytes.
-! sed 1,17d "$tmp/access.log" | grep -qE " GET bytes=[0-9]+-[0-9]+ 206 " ||
+# After the probe and the first reads, no GET was answered with bytes.
+! sed "1,$((lead + 1))d" "$tmp/access.log" | grep -qE " GET bytes=[0-9]+-[0-9]+ 206 " ||
   { cat "$tmp/access.log" >&2; problem "(a) a GET after the change gave bytes"
   }
 
 # (b)
 changed held '
 off = M
-for i in range(36):
+for i in range(LEAD + 20):
     assert h.pread(K64, off) == v1[off:off + K64], "read at %d is not v1" % off
     off += K64
 # At once (a stream that the reads leave for 20 ms is dropped anyway),
@@ -125,8 +128,9 @@ for i in range(4):
     must_fail(off)
     off += K64
 '
-# At the 17th read or the 18th.
-grep -qE "read-ahead: stream from ($((M + 16 * 65536))|$((M + 17 * 65536))) " \
+# At the read after the lead or the one after it.
+at=$((M + lead * 65536))
+grep -qE "read-ahead: stream from ($at|$((at + 65536))) " \
      "$tmp/held.err" ||
   problem "(b) no stream started on the first sequential reads"
 grep -qE "^[0-9]+ GET bytes=$((20 * M))-[0-9]+ 412 " \

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test-curl-readahead-write.sh: a write drops what read-ahead holds of
 # the bytes it writes.  Apache mod_dav serves a writable 24 MiB image.
-# A client reads 64 KiB at a time at QD1 from 1 MiB on (on loopback a
-# stream starts at the 17th read, serves the next 16 and runs ahead of
-# them), then writes a pattern 128 KiB ahead
+# A client reads 64 KiB at a time at QD1 from 1 MiB on (32 reads; on
+# loopback a stream starts at the 17th, see stream_lead, serves the
+# next ones and runs ahead of them), then writes a pattern 128 KiB ahead
 # of where it reads (bytes the stream holds already) and one 3 MiB ahead
 # (in the stream's range), and reads on sequentially past both: every
 # read gives the bytes written, never the ones read ahead before the
@@ -24,6 +24,7 @@ cp "$tmp/dav/disk.img" "$tmp/expected.img"
 
 start_nbdkit rw -v -D curl.readahead=1 "$PLUGIN" \
              "http://127.0.0.1:$dav_port/disk.img"
+stream_lead rw
 EXPECTED=$tmp/expected.img nbdsh -u "$uri" -c '
 import os, time
 exp = bytearray(open(os.environ["EXPECTED"], "rb").read())
@@ -67,8 +68,9 @@ open(os.environ["EXPECTED"], "wb").write(exp)
 }
 stop_nbdkit rw
 assert_same_file "$tmp/expected.img" "$tmp/dav/disk.img"
-# The reads before the writes were served by a stream (from the 17th
-# read or the 18th).
+# The reads before the writes were served by a stream (from the read
+# after the lead, or the one after it).
 M=$((1024 * 1024))
-grep -qE "read-ahead: stream from ($((M + 16 * 65536))|$((M + 17 * 65536))) " \
+at=$((M + lead * 65536))
+grep -qE "read-ahead: stream from ($at|$((at + 65536))) " \
      "$tmp/rw.err" || fail "no stream started on the first reads"

@@ -198,6 +198,11 @@ pool_start (void)
 {
   int64_t rtt = engine_round_trip ();
 
+  if (!cfg.is_file)
+    nbdkit_debug ("%s: the probe's answer came %" PRIi64 ".%03" PRIi64
+                  " ms after its request: %s server", cfg.shown_url,
+                  rtt / 1000000, rtt / 1000 % 1000,
+                  rtt >= SLOW_NS ? "a distant" : "a near");
   if (rtt < FAR_NS)
     conn_drop_spares ();
   else if (conn_spares () > 0) {
