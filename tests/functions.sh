@@ -1198,7 +1198,7 @@ h.shutdown()
 
 # ----------------------------------------------------------------------
 # stream_lead NAME: $lead is how many reads of a run nbdkit NAME (started
-# with -v) answers before a read-ahead stream may start: 1 when its
+# with -v) answers before a read-ahead stream may start: 2 when its
 # probe measured a distant server, 16 for a near one (loopback, unless
 # the machine is busy enough that an answer took 2 ms or more).
 stream_lead ()
@@ -1207,7 +1207,7 @@ stream_lead ()
   if grep -q "the probe's answer came .* a near server" "$tmp/$1.err"; then
     lead=16
   else
-    lead=1
+    lead=2
   fi
 }
 

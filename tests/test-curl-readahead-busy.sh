@@ -10,9 +10,9 @@
 # (bench/run), qemu-img's in some runs 1.7 times as long.
 #
 # nginx behind linkem (40 ms round trip, so that the reads pile up in
-# the plugin).  One NBD connection reads 64 KiB at 0 and at 64 KiB,
-# each answered before the next (a stream starts at the second), then
-# the rest of the 64 MiB image in 2 MiB reads with 8 in flight, as
+# the plugin).  One NBD connection reads 64 KiB at 0, 64 KiB and 128
+# KiB, each answered before the next (a stream starts at the third),
+# then the rest of the 64 MiB image in 2 MiB reads with 8 in flight, as
 # qemu-img convert does.  Every read gives the image's bytes; the
 # stream says that it asks for nothing more (the broken plugin never
 # did) and the debug log shows no range that it asked for after that;
@@ -40,10 +40,10 @@ FILE=$image nbdsh -u "$uri" -c '
 import os
 data = open(os.environ["FILE"], "rb").read()
 size = len(data)
-for off in (0, 65536):
+for off in (0, 65536, 131072):
     assert h.pread(65536, off) == data[off:off + 65536], \
         "read at %d differs" % off
-bs, depth, off = 2097152, 8, 131072
+bs, depth, off = 2097152, 8, 196608
 bufs = {}
 while off < size or bufs:
     while off < size and len(bufs) < depth:
@@ -64,11 +64,11 @@ h.shutdown()
 }
 stop_nbdkit busy
 
-grep -q 'read-ahead: stream from 65536 starts' "$tmp/busy.err" ||
-  fail "no stream started at the second read: nothing was tested"
+grep -q 'read-ahead: stream from 131072 starts' "$tmp/busy.err" ||
+  fail "no stream started at the third read: nothing was tested"
 after=$(awk '
-  /read-ahead: stream from 65536 asks for nothing more/ { retired = 1; next }
-  retired && /read-ahead: stream from 65536 asks for [0-9]/ { n++ }
+  /read-ahead: stream from 131072 asks for nothing more/ { retired = 1; next }
+  retired && /read-ahead: stream from 131072 asks for [0-9]/ { n++ }
   END { print retired ? n + 0 : "never" }' "$tmp/busy.err")
 case $after in
   never) problem "the stream went on asking ahead of 8 reads in flight" ;;

@@ -4,7 +4,7 @@
 # another of the same size and other bytes (a new file renamed over it,
 # its modification time 10 s later, so its ETag differs).
 #  (a) A stream that starts after the change: from 1 MiB on as many
-#      reads as are answered before a stream starts (16 on loopback, 1
+#      reads as are answered before a stream starts (16 on loopback, 2
 #      if the probe measured 2 ms or more: stream_lead), the
 #      replacement, then three reads that continue them (the first of
 #      them starts a stream, whose GET of more than the read carries the

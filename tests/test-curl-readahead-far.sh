@@ -14,12 +14,13 @@
 # in 64 KiB pieces 0.5 ms apart, and the 200 ms check usually falls
 # before the last of them, which hid the defect).
 #   40 sequential reads of 64 KiB at QD1 (2.5 MiB from 1 MiB on) through
-#   nbdsh give the image's bytes; nginx answers at most 15 GETs for
-#   ranges that start among them, besides the probe's (one read's own,
-#   then the segments of one stream: about a dozen; the broken plugin
-#   made about 48); and the unload line "read-ahead: N streams in M GETs
+#   nbdsh give the image's bytes; nginx answers at most 20 GETs for
+#   ranges that start among them, besides the probe's (three reads'
+#   own: two before a stream starts and the one that starts it; then
+#   the segments of one stream: about 17 in all; the broken plugin made
+#   about 48); and the unload line "read-ahead: N streams in M GETs
 #   fetched X bytes and served Y" has Y at least 36 reads' bytes (a
-#   stream starts at the second read and serves the other 39).
+#   stream starts at the third read and serves the other 37).
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -69,9 +70,9 @@ pat='read-ahead: [0-9]+ streams in [0-9]+ GETs fetched [0-9]+ bytes'
 line=$(grep -E "$pat and served [0-9]+" "$tmp/far.err" | tail -n 1 |
        sed 's/.*read-ahead: //')
 echo "$reads reads in $secs s, $gets GETs for them: $line"
-[ "$gets" -le 15 ] || {
+[ "$gets" -le 20 ] || {
   cat "$tmp/access.log" >&2
-  problem "$gets GETs for $reads sequential reads, expected at most 15"
+  problem "$gets GETs for $reads sequential reads, expected at most 20"
 }
 served=$(sed -nE 's/.* and served ([0-9]+).*/\1/p' <<<"$line")
 if [ -z "$served" ]; then

@@ -11,12 +11,15 @@
  * Detection.  A read continues a run when it starts exactly where an
  * earlier one ended (random reads land there about once in as many reads
  * as the disk has blocks, times MAX_RUNS).  A stream starts when a read
- * continues a run of which a read has already been answered, while the
- * client has had at most MAX_QD reads in the plugin for a second: a
- * client that waits for its answers.  Clients that keep many reads in
- * flight (nbdcopy, qemu-img convert) fill the link themselves and are
- * left to pool.c's batches, also at the end of a copy, when few of
- * their reads are left.  Their first reads come one by one and may
+ * continues a run of which FAR_ANSWERED reads have been answered, while
+ * the client has had at most MAX_QD reads in the plugin for a second: a
+ * client that waits for its answers.  That read is an ordinary one (it
+ * does not wait for a segment larger than itself), and the stream asks
+ * for what comes after it: so a run of two reads (a file system reads
+ * an inode, then a block) costs nothing, and one of a few reads little.
+ * Clients that keep many reads in flight (nbdcopy, qemu-img convert)
+ * fill the link themselves and are left to pool.c's batches, also at
+ * the end of a copy, when few of their reads are left.  Their first reads come one by one and may
  * start a stream; once more than MAX_QD reads are in the plugin, every
  * stream retires: it asks for nothing more, serves what it asked for,
  * and ends.  On a server less than SLOW_NS away (loopback, a LAN),
@@ -34,8 +37,8 @@
  * thread of its own on a connection of the pool into blocks, freed as
  * the reads go past them.  The stream keeps up to its window asked for
  * ahead of the highest read it served, and asks for more when less than
- * three quarters of it is left.  The window starts at four reads (at
- * least MIN_SEG, or half the length of the last stream when that was
+ * three quarters of it is left.  The window starts at four reads (MIN_SEG
+ * for NBD_CMD_CACHE, or half the length of the last stream when that was
  * longer: a client that read on and on before, such as one that went
  * back to the start, is likely to again), and grows to twice the length
  * of the run so far, up to readahead-size=: so it grows every round
@@ -98,7 +101,8 @@
 #define RUNNING_PER_STREAM 8    /* GETs in flight for one stream */
 #define MAX_RUNS 8
 #define MAX_QD 4                /* see Detection */
-#define NEAR_ANSWERED 16        /* see Detection */
+#define FAR_ANSWERED 2          /* see Detection */
+#define NEAR_ANSWERED 16
 #define MIN_SEG (128 * 1024)
 /* A read waits for the whole of its segment's answer (see Segments):
  * 4 MiB take 34 ms at 1 Gbit/s.
@@ -346,8 +350,8 @@ stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
     return NULL;
   *st = (struct stream) {
     .o = { .start = offset, .used_ns = now, .ended = stream_ended },
-    .used = true, .consumed = offset, .next = offset,
-    .window = max64 (max64 (4 * (uint64_t) count, MIN_SEG),
+    .used = true, .consumed = offset + count, .next = offset + count,
+    .window = max64 (count > 0 ? 4 * (uint64_t) count : MIN_SEG,
                      now - ra.last_run_ns > IDLE_NS ? 0
                      : min64 (ra.last_run / 2, cfg.readahead_size)),
   };
@@ -573,15 +577,16 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
     r->most = r->inflight;
   st = find_locked (offset, count, &own, &behind);
   if (st == NULL && cfg.readahead && continues && !behind &&
-      r->answered >= 1 && now - ra.busy_ns > IDLE_NS &&
-      (engine_round_trip () >= SLOW_NS ||
-       (r->most == 1 && r->answered >= NEAR_ANSWERED))) {
+      now - ra.busy_ns > IDLE_NS &&
+      (engine_round_trip () >= SLOW_NS ? r->answered >= FAR_ANSWERED
+       : r->most == 1 && r->answered >= NEAR_ANSWERED)) {
     st = stream_start_locked (offset, count, now);
-    own = true;
     started = st;
   }
   tidy_locked (now, started);
-  if (st != NULL && !st->o.abandon)
+  if (started != NULL)
+    feed_locked (started, 0);   /* its first read is an ordinary one */
+  else if (st != NULL && !st->o.abandon)
     done = serve_locked (st, buf, count, offset, own);
   pthread_mutex_unlock (&seg_lock);
 
