@@ -13,24 +13,23 @@
  * as the disk has blocks, times MAX_RUNS).  A stream starts when a read
  * continues a run of which FAR_ANSWERED reads have been answered, while
  * the client has had at most MAX_QD reads in the plugin for a second: a
- * client that waits for its answers.  That read is an ordinary one (it
- * does not wait for a segment larger than itself), and the stream asks
- * for what comes after it: so a run of two reads (a file system reads
- * an inode, then a block) costs nothing, and one of a few reads little.
- * Clients that keep many reads in flight (nbdcopy, qemu-img convert)
- * fill the link themselves and are left to pool.c's batches, also at
- * the end of a copy, when few of their reads are left.  Their first reads come one by one and may
- * start a stream; once more than MAX_QD reads are in the plugin, every
- * stream retires: it asks for nothing more, serves what it asked for,
- * and ends.  On a server less than SLOW_NS away (loopback, a LAN),
- * where a round trip costs less than moving a read's bytes, their
- * reads are answered before the next comes for longer, and the
- * streams they started, until they retired, made copies 4-11% slower
- * (their GETs took the pool's connections, and fetched some bytes
- * twice): there a stream starts only once NEAR_ANSWERED reads of the
- * run were answered, none of them beside another read of the run.
- * Random reads never continue a run, so they never start a stream and
- * cost no extra request.
+ * client that waits for its answers.  That read is an ordinary one (it does
+ * not wait for a segment larger than itself), and the stream asks for what
+ * comes after it: so a run of two reads (a file system reads an inode,
+ * then a block) costs nothing, and one of a few reads little.  Clients that
+ * keep many reads in flight (nbdcopy, qemu-img convert) fill the link
+ * themselves and are left to pool.c's batches, also at the end of a copy,
+ * when few of their reads are left.  Their first reads come one by one and
+ * may start a stream; once more than MAX_QD reads are in the plugin, every
+ * stream retires: it asks for nothing more, serves what it asked for, and
+ * ends.  On a server less than SLOW_NS away (loopback, a LAN), where a
+ * round trip costs less than moving a read's bytes, their reads are
+ * answered before the next comes for longer, and the streams they started,
+ * until they retired, made copies 4-11% slower (their GETs took the pool's
+ * connections, and fetched some bytes twice): there a stream starts only
+ * once NEAR_ANSWERED reads of the run were answered, none of them beside
+ * another read of the run. Random reads never continue a run, so they
+ * never start a stream and cost no extra request.
  *
  * Segments.  A stream asks for the bytes ahead of its reads in
  * segments (segment.c): GETs of one range each, every one read by a
