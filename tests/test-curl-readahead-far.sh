@@ -15,12 +15,12 @@
 # before the last of them, which hid the defect).
 #   40 sequential reads of 64 KiB at QD1 (2.5 MiB from 1 MiB on) through
 #   nbdsh give the image's bytes; nginx answers at most 20 GETs for
-#   ranges that start among them, besides the probe's (three reads'
-#   own: two before a stream starts and the one that starts it; then
-#   the segments of one stream: about 17 in all; the broken plugin made
-#   about 48); and the unload line "read-ahead: N streams in M GETs
-#   fetched X bytes and served Y" has Y at least 36 reads' bytes (a
-#   stream starts at the third read and serves the other 37).
+#   ranges that start among them, besides the probe's (two reads' own,
+#   before a stream starts; then the segments of one stream: about 16
+#   in all; the broken plugin made about 48); and the unload line
+#   "read-ahead: N streams in M GETs fetched X bytes and served Y" has Y
+#   at least 36 reads' bytes (a stream starts at the third read and
+#   serves it and the other 37).
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e

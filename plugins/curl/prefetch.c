@@ -11,33 +11,36 @@
  * Detection.  A read continues a run when it starts exactly where an
  * earlier one ended (random reads land there about once in as many reads
  * as the disk has blocks, times MAX_RUNS).  A stream starts when a read
- * continues a run of which FAR_ANSWERED reads have been answered, while
- * the client has had at most MAX_QD reads in the plugin for a second: a
- * client that waits for its answers.  That read is an ordinary one (it does
- * not wait for a segment larger than itself), and the stream asks for what
- * comes after it: so a run of two reads (a file system reads an inode,
- * then a block) costs nothing, and one of a few reads little.  Clients that
- * keep many reads in flight (nbdcopy, qemu-img convert) fill the link
- * themselves and are left to pool.c's batches, also at the end of a copy,
- * when few of their reads are left.  Their first reads come one by one and
- * may start a stream; once more than MAX_QD reads are in the plugin, every
- * stream retires: it asks for nothing more, serves what it asked for, and
- * ends.  On a server less than SLOW_NS away (loopback, a LAN), where a
- * round trip costs less than moving a read's bytes, their reads are
- * answered before the next comes for longer, and the streams they started,
- * until they retired, made copies 4-11% slower (their GETs took the pool's
- * connections, and fetched some bytes twice): there a stream starts only
- * once NEAR_ANSWERED reads of the run were answered, none of them beside
- * another read of the run. Random reads never continue a run, so they
- * never start a stream and cost no extra request.
+ * continues a run of which FAR_ANSWERED reads have been answered (one,
+ * when a stream served reads within IDLE_NS: a client that read on and
+ * on, such as one that went back to the start, is likely to again),
+ * while the client has had at most MAX_QD reads in the plugin for a
+ * second: a client that waits for its answers.  So a run of two reads (a
+ * file system reads an inode, then a block) costs nothing; at the second
+ * read of a run, as before, each pair of 4 KiB reads at 30 ms cost a
+ * first segment of 128 KiB, 16 times the bytes read.
+ *
+ * Clients that keep many reads in flight (nbdcopy, qemu-img convert) fill
+ * the link themselves and are left to pool.c's batches, also at the end
+ * of a copy, when few of their reads are left.  Their first reads come
+ * one by one and may start a stream; once more than MAX_QD reads are in
+ * the plugin, every stream retires: it asks for nothing more, serves what
+ * it asked for, and ends.  On a server less than SLOW_NS away (loopback,
+ * a LAN), where a round trip costs less than moving a read's bytes, their
+ * reads are answered before the next comes for longer, and the streams
+ * they started, until they retired, made copies 4-11% slower (their GETs
+ * took the pool's connections, and fetched some bytes twice): there a
+ * stream starts only once NEAR_ANSWERED reads of the run were answered,
+ * none of them beside another read of the run.  Random reads never
+ * continue a run, so they never start a stream and cost no extra request.
  *
  * Segments.  A stream asks for the bytes ahead of its reads in
  * segments (segment.c): GETs of one range each, every one read by a
  * thread of its own on a connection of the pool into blocks, freed as
  * the reads go past them.  The stream keeps up to its window asked for
  * ahead of the highest read it served, and asks for more when less than
- * three quarters of it is left.  The window starts at four reads (MIN_SEG
- * for NBD_CMD_CACHE, or half the length of the last stream when that was
+ * three quarters of it is left.  The window starts at four reads (at
+ * least MIN_SEG, or half the length of the last stream when that was
  * longer: a client that read on and on before, such as one that went
  * back to the start, is likely to again), and grows to twice the length
  * of the run so far, up to readahead-size=: so it grows every round
@@ -349,8 +352,8 @@ stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
     return NULL;
   *st = (struct stream) {
     .o = { .start = offset, .used_ns = now, .ended = stream_ended },
-    .used = true, .consumed = offset + count, .next = offset + count,
-    .window = max64 (count > 0 ? 4 * (uint64_t) count : MIN_SEG,
+    .used = true, .consumed = offset, .next = offset,
+    .window = max64 (max64 (4 * (uint64_t) count, MIN_SEG),
                      now - ra.last_run_ns > IDLE_NS ? 0
                      : min64 (ra.last_run / 2, cfg.readahead_size)),
   };
@@ -535,6 +538,19 @@ retire_all_locked (void)
   }
 }
 
+/* Whether run r has shown a client that waits for its answers (see
+ * Detection).
+ */
+static bool
+enough_answered_locked (const struct run *r, int64_t now)
+{
+  if (engine_round_trip () < SLOW_NS)
+    return r->most == 1 && r->answered >= NEAR_ANSWERED;
+  if (now - ra.last_run_ns <= IDLE_NS)
+    return r->answered >= 1;    /* a stream served lately */
+  return r->answered >= FAR_ANSWERED;
+}
+
 /* A changed object: nothing read ahead of it is served again. */
 static void
 check_changed_locked (void)
@@ -576,16 +592,13 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
     r->most = r->inflight;
   st = find_locked (offset, count, &own, &behind);
   if (st == NULL && cfg.readahead && continues && !behind &&
-      now - ra.busy_ns > IDLE_NS &&
-      (engine_round_trip () >= SLOW_NS ? r->answered >= FAR_ANSWERED
-       : r->most == 1 && r->answered >= NEAR_ANSWERED)) {
+      now - ra.busy_ns > IDLE_NS && enough_answered_locked (r, now)) {
     st = stream_start_locked (offset, count, now);
+    own = true;
     started = st;
   }
   tidy_locked (now, started);
-  if (started != NULL)
-    feed_locked (started, 0);   /* its first read is an ordinary one */
-  else if (st != NULL && !st->o.abandon)
+  if (st != NULL && !st->o.abandon)
     done = serve_locked (st, buf, count, offset, own);
   pthread_mutex_unlock (&seg_lock);
 
