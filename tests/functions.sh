@@ -1197,18 +1197,26 @@ h.shutdown()
 }
 
 # ----------------------------------------------------------------------
+# probe_said NAME: $said is what nbdkit NAME (started with -v) said at
+# start-up of its probe's answer: "the probe's answer came N ms after
+# its request: a near server" (or "a distant server").
+probe_said ()
+{
+  wait_log "$tmp/$1.err" "the probe's answer came .* server"
+  said=$(grep -o "the probe's answer came .* server" "$tmp/$1.err")
+}
+
 # stream_lead NAME: $lead is how many reads of a run nbdkit NAME (started
 # with -v) answers before a read-ahead stream may start: 2 when its
 # probe measured a distant server, 16 for a near one (loopback, unless
 # the machine is busy enough that an answer took 2 ms or more).
 stream_lead ()
 {
-  wait_log "$tmp/$1.err" "the probe's answer came .* server"
-  if grep -q "the probe's answer came .* a near server" "$tmp/$1.err"; then
-    lead=16
-  else
-    lead=2
-  fi
+  probe_said "$1"
+  case $said in
+    *"a near server") lead=16 ;;
+    *) lead=2 ;;
+  esac
 }
 
 # ----------------------------------------------------------------------

@@ -42,8 +42,7 @@ start_near ()
   local name=$1 said n
   for ((n = 0; n < 5; n++)); do
     start_nbdkit "$@"
-    wait_log "$tmp/$name.err" "the probe's answer came .* server"
-    said=$(grep -o "the probe's answer came .* server" "$tmp/$name.err")
+    probe_said "$name"
     echo "($name) $said"
     case $said in *"a near server") return 0 ;; esac
     stop_nbdkit "$name"
