@@ -16,9 +16,9 @@
  * on, such as one that went back to the start, is likely to again),
  * while the client has had at most MAX_QD reads in the plugin for a
  * second: a client that waits for its answers.  So a run of two reads (a
- * file system reads an inode, then a block) costs nothing; at the second
- * read of a run, as before, each pair of 4 KiB reads at 30 ms cost a
- * first segment of 128 KiB, 16 times the bytes read.
+ * file system reads an inode, then a block) costs nothing; when a stream
+ * started at a run's second read, each pair of 4 KiB reads at 30 ms cost
+ * a first segment of 128 KiB, 16 times the bytes read.
  *
  * Clients that keep many reads in flight (nbdcopy, qemu-img convert) fill
  * the link themselves and are left to pool.c's batches, also at the end
