@@ -12,7 +12,7 @@
 # tcp-nodelay, sslverify, cainfo, capath, ssl-version, ssl-cipher-list,
 # tls13-ciphers, header, user, password, cookie, cookiefile, user-agent,
 # aws-sigv4, followlocation, location-trusted, insecure-redirect,
-# pin-object (not used for file:, engine.c), readahead, readahead-size
+# pin-object (not used for file:, remote.c), readahead, readahead-size
 # (no read-ahead for file:, prefetch.c), http-version where libcurl
 # has that version.  cookiejar is written at exit (libcurl's header, no
 # cookies).  The scripts of header-script= and cookie-script= run at

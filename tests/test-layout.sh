@@ -5,6 +5,9 @@
 # back up.  Read from the built objects (nm), so it sees every call the
 # compiler kept, not what a grep of the sources guesses.  Prints the
 # files each one calls, and the cycles, if any.
+# The README's Layout section lists the plugin's files in that order,
+# each above those it calls: checked here against the same calls, so
+# that the list names every file and no file above one that calls it.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -22,9 +25,10 @@ check_program ()
     nm -g --defined-only "$o" | awk '{ print "D", $3 }'
     nm -u "$o" | awk '{ print "U", $2 }'
   done >"$tmp/$what.nm"
-  "$PYTHON" - "$what" "$tmp/$what.nm" <<'PY' || problem "$what: a cycle"
-import sys
-what, path = sys.argv[1], sys.argv[2]
+  local readme=$abs_top_srcdir/README.md
+  "$PYTHON" - "$what" "$tmp/$what.nm" "$readme" <<'PY' || problem "$what: see above"
+import re, sys
+what, path, readme = sys.argv[1], sys.argv[2], sys.argv[3]
 defs, uses, cur = {}, {}, None
 for line in open(path):
     kind, name = line.split()
@@ -64,7 +68,31 @@ bad = [c for c in sccs if len(c) > 1]
 for c in bad:
     print("%s: these files call each other: %s" % (what, " ".join(sorted(c))),
           file=sys.stderr)
-sys.exit(1 if bad else 0)
+# The README's list of the plugin's files, in its order.
+order_bad = False
+if what == "plugin":
+    text = open(readme).read()
+    block = re.search(r"\n    plugins/curl/(.*?)\n    \S", text, re.S)
+    listed = []
+    for name in re.findall(r"\b([a-z_]+)\.c\b", block.group(1) if block else ""):
+        if name not in listed:
+            listed.append(name)
+    print("%s: the README's Layout lists: %s" % (what, " ".join(listed)))
+    files = set(calls) - {"secrets"}
+    for f in sorted(files - set(listed)):
+        print("README's Layout does not name %s.c" % f, file=sys.stderr)
+        order_bad = True
+    for f in sorted(set(listed) - files):
+        print("README's Layout names %s.c, which is not built" % f,
+              file=sys.stderr)
+        order_bad = True
+    for f in sorted(files & set(listed)):
+        for g in calls[f]:
+            if g in listed and listed.index(g) < listed.index(f):
+                print("README's Layout lists %s.c above %s.c, which calls it"
+                      % (g, f), file=sys.stderr)
+                order_bad = True
+sys.exit(1 if bad or order_bad else 0)
 PY
 }
 

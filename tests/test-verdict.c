@@ -5,7 +5,7 @@
  * test-verdict: the verdict on answers made by hand, without a server
  * (plugins/curl/verdict.c and ranges.c linked in alone).  Each case
  * builds what was asked and what came back, header lines going through
- * answer_header as engine.c's header callback would, and checks the
+ * answer_header as callbacks.c's header callback would, and checks the
  * verdict and a word of its reason.  A failing case is named on stderr
  * and the exit status is 1.
  */

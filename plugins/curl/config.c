@@ -503,7 +503,7 @@ libcurl_has_protocol (const char *name, size_t len)
 }
 
 /* Check protocols=: every name must be a protocol this libcurl has.
- * (Redirects may use the same list without file: engine.c checks each
+ * (Redirects may use the same list without file: route.c checks each
  * redirect itself.)
  */
 static int

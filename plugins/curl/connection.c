@@ -5,10 +5,10 @@
  * The connections: each is an easy handle with its own keep-alive
  * connection, made and freed when the pool (pool.c) says, with the
  * options every request on it shares (the user's, from config_apply),
- * its socket recorded (for the engine's quick ACKs) and -D curl.verbose
+ * its socket recorded (for callbacks.c's quick ACKs) and -D curl.verbose
  * output.  DNS answers, TLS sessions and cookies are shared between
- * the handles through a share handle.  What a request sets is the
- * engine's (engine.c).
+ * the handles through a share handle.  What a request sets is
+ * exchange.c's.
  */
 
 #include <config.h>
@@ -532,7 +532,7 @@ setup_handle (struct conn *c)
   SET (CURLOPT_URL, cfg.url);
   SET (CURLOPT_NOSIGNAL, 1L);
   SET (CURLOPT_SHARE, share);
-  /* attempt follows redirects itself (see follow). */
+  /* route.c follows redirects itself, one exchange per hop. */
   SET (CURLOPT_FOLLOWLOCATION, 0L);
   /* Through a proxy, an https URL's answer is preceded by the proxy's
    * "200 Connection established": not the answer to check.
@@ -567,7 +567,7 @@ setup_handle (struct conn *c)
 #undef SET
 
 /* A new handle, set up for the URL; the pool decides when.  Each
- * request sets its own callbacks (engine.c).
+ * request sets its own callbacks (exchange.c, callbacks.c).
  */
 struct conn *
 conn_new (void)

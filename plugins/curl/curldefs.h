@@ -272,7 +272,7 @@ struct conn {
   CURL *easy;
   curl_socket_t sock;           /* its connection's socket, for ack_now */
   bool adopted;                 /* open_cb gave it a spare connection */
-  bool on_spare;                /* ... since engine_spare_used last asked */
+  bool on_spare;                /* ... since conn_took_spare last asked */
   char errbuf[CURL_ERROR_SIZE];
 };
 extern int connection_init (void);
@@ -295,7 +295,7 @@ extern int script_url (char **url);
 extern bool script_url_refused (const char *url);
 extern void script_unload (void);
 
-/* engine.c: the only file that makes requests. */
+/* engine.c: every request the plugin makes goes through these. */
 #define MAX_SPANS 32            /* ranges in one request */
 extern int engine_init (void);
 extern void engine_unload (void);
@@ -305,13 +305,6 @@ extern int engine_get_first (struct conn *c, struct object_info *info,
                              uint32_t *got);
 extern int engine_put (struct conn *c, const void *buf, uint32_t count,
                        uint64_t offset, long *status);
-extern int64_t engine_answer_wait_ns (struct conn *c);
-extern int64_t engine_round_trip (void);
-/* A server at least SLOW_NS away (engine_round_trip): further than
- * loopback or a LAN, which answer well within a millisecond; users'
- * remote images are 10-150 ms away.  pool.c and prefetch.c.
- */
-#define SLOW_NS (2 * 1000000)
 extern enum verdict engine_get_spans (struct conn *c, struct span *spans,
                                       unsigned nspans);
 extern enum verdict engine_get_stream (struct conn *c, uint64_t first,
@@ -319,6 +312,15 @@ extern enum verdict engine_get_stream (struct conn *c, uint64_t first,
                                        bool (*sink) (void *, uint64_t,
                                                      const char *, size_t),
                                        void *opaque);
+
+/* timing.c: how long requests take. */
+extern int64_t timing_answer_wait_ns (struct conn *c);
+extern int64_t timing_round_trip (void);
+/* A server at least SLOW_NS away (timing_round_trip): further than
+ * loopback or a LAN, which answer well within a millisecond; users'
+ * remote images are 10-150 ms away.  pool.c and prefetch.c.
+ */
+#define SLOW_NS (2 * 1000000)
 
 /* prefetch.c: read-ahead for sequential streams (see there). */
 #define DEFAULT_READAHEAD_SIZE (32 * 1024 * 1024)

@@ -196,7 +196,7 @@ put_locked (struct conn *c)
 void
 pool_start (void)
 {
-  int64_t rtt = engine_round_trip ();
+  int64_t rtt = timing_round_trip ();
 
   if (!cfg.is_file)
     nbdkit_debug ("%s: the probe's answer came %" PRIi64 ".%03" PRIi64
@@ -472,7 +472,7 @@ static void
 batch_done_locked (struct conn *c, struct read_req *me,
                    struct read_req **batch, unsigned n)
 {
-  int64_t wait = engine_answer_wait_ns (c);
+  int64_t wait = timing_answer_wait_ns (c);
   unsigned i;
 
   for (i = 0; i < n; i++) {

@@ -295,7 +295,7 @@ free_stream_locked (struct stream *st)
 static void
 tidy_locked (int64_t now, const struct stream *started)
 {
-  int64_t stale = 2 * engine_round_trip ();
+  int64_t stale = 2 * timing_round_trip ();
   unsigned i;
 
   if (stale < STALE_MIN_NS)
@@ -420,7 +420,7 @@ seg_at_locked (const struct stream *st, uint64_t pos)
 static int64_t
 patience_ns (void)
 {
-  int64_t p = 4 * engine_round_trip ();
+  int64_t p = 4 * timing_round_trip ();
 
   if (p < PATIENCE_MIN_NS)
     p = PATIENCE_MIN_NS;
@@ -544,7 +544,7 @@ retire_all_locked (void)
 static bool
 enough_answered_locked (const struct run *r, int64_t now)
 {
-  if (engine_round_trip () < SLOW_NS)
+  if (timing_round_trip () < SLOW_NS)
     return r->most == 1 && r->answered >= NEAR_ANSWERED;
   if (now - ra.last_run_ns <= IDLE_NS)
     return r->answered >= 1;    /* a stream served lately */

@@ -4,7 +4,7 @@
  *
  * Redirects: which hop an answer may lead to, which origin sees the
  * user's secrets, the target that the chain from url= was found to end
- * at, and when that target expires.  engine.c follows the hops and asks
+ * at, and when that target expires.  route.c follows the hops and asks
  * here; nothing here does I/O or reads the plugin's parameters (the
  * rules come in struct redirect_rules), so tests/test-redirect.c can
  * try it without a server.

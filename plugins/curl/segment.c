@@ -8,7 +8,7 @@
  * What to ask for, and which reads a segment serves, is prefetch.c's;
  * its lock (seg_lock) guards both.
  *
- * A segment's answer is judged as every read's is (engine.c,
+ * A segment's answer is judged as every read's is (callbacks.c,
  * verdict.c); a segment that stopped early or failed holds nothing a
  * read may take (prefetch.c serves a segment only once its GET ended
  * well).  It stops when nbdkit does, when it or its stream was
@@ -136,7 +136,7 @@ must_stop_locked (struct seg *g, bool *keep)
   return false;
 }
 
-/* engine.c hands over the answer's body as it comes (pos from the
+/* callbacks.c hands over the answer's body as it comes (pos from the
  * range's start); len 0 only asks whether to go on.  False stops the
  * transfer.  Bytes below base (reads went past them) are not kept.
  */

@@ -9,7 +9,7 @@
  * body exactly those bytes.  HEAD and PUT answers are judged by their
  * callers, except that a transient status is retried.
  *
- * engine.c asks at the end of each header block, on each piece of body
+ * callbacks.c asks at the end of each header block, on each piece of body
  * and at the end of the transfer; the same facts always give the same
  * verdict, so a refusal at the headers is also the verdict at the end.
  * Judging at the headers means a server that ignores Range and starts
@@ -344,7 +344,7 @@ multi_headers (const struct asked *q, const struct answer *a, char *why,
 }
 
 /* Redirects that name a new location for the same request (RFC 9110
- * 15.4).  engine.c follows them itself, not libcurl, to choose what
+ * 15.4).  route.c follows them itself, not libcurl, to choose what
  * each hop may carry.
  */
 static bool

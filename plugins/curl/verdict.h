@@ -4,7 +4,7 @@
  *
  * The verdict on an answer: what was asked, what came back, and one
  * pure function (verdict.c) that says whether the answer is the one
- * asked for, and if not, what to do about it.  engine.c gathers the
+ * asked for, and if not, what to do about it.  callbacks.c gathers the
  * facts as libcurl hands them over and acts on the verdict; nothing
  * here does I/O or reads the plugin's globals, so tests/test-verdict.c
  * can feed it answers without a server.
@@ -47,7 +47,7 @@ struct asked {
   bool follow_redirects;        /* followlocation= */
   bool serving;                 /* the probe is done */
   bool pinned;                  /* the answer must show pin */
-  struct pin pin;               /* engine.c sends pin.header */
+  struct pin pin;               /* exchange.c sends pin.header */
 };
 
 /* What came back, as far as it has arrived: the header facts of the

@@ -1,0 +1,209 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * One exchange: a request sent once to one URL, and its answer judged.
+ * What is sent is decided here: the method, the Range, the headers
+ * (the user's, header-script's, the pin's precondition, a PUT's
+ * Content-Range) and the credentials, which go only where the caller
+ * says the URL may have them (route.c decides by origin).  libcurl
+ * follows no redirect itself; each hop is an exchange.
+ */
+
+#include <config.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+#include "verdict.h"
+#include "xfer.h"
+
+/* The SHA-256 of an empty body: what AWS Signature V4 wants in
+ * x-amz-content-sha256 for GET and HEAD (S3-compatible servers such as
+ * s3rver refuse requests without it; libcurl 7.88 does not add it).
+ */
+#define EMPTY_SHA256 \
+  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+static bool
+append (struct curl_slist **list, const char *h)
+{
+  struct curl_slist *n = curl_slist_append (*list, h);
+
+  if (n == NULL)
+    return false;
+  *list = n;
+  return true;
+}
+
+/* The headers of one request, in a list of its own (libcurl does not
+ * copy it, and header-script may replace its part meanwhile): the
+ * user's and header-script's (only where the user's credentials may go:
+ * route.c), then what the request itself needs.
+ *
+ * A PUT carries Content-Range.  RFC 9110 leaves partial PUT to the
+ * server; Apache mod_dav and lighttpd take it.  "Expect:" stops libcurl
+ * waiting for 100 Continue, a round trip per write.
+ */
+static int
+request_headers (const struct xfer *x, bool trusted,
+                 struct curl_slist **list)
+{
+  const struct curl_slist *u;
+  char range[80];
+  bool has_sha = false;
+
+  *list = NULL;
+  for (u = trusted ? cfg.headers : NULL; u != NULL; u = u->next) {
+    if (!append (list, u->data))
+      goto nomem;
+    if (strncasecmp (u->data, "x-amz-content-sha256:", 21) == 0)
+      has_sha = true;
+  }
+  if (trusted && script_headers (list) == -1)
+    return -1;
+  if (x->q.pinned && x->q.pin.header[0] && !append (list, x->q.pin.header))
+    goto nomem;
+  if (x->q.method == PUT) {
+    snprintf (range, sizeof range, "Content-Range: bytes %" PRIu64
+              "-%" PRIu64 "/*", x->offset, x->offset + x->count - 1);
+    if (!append (list, range) || !append (list, "Expect:"))
+      goto nomem;
+  }
+  if (trusted && cfg.aws_sigv4 && !has_sha &&
+      !append (list, x->q.method == PUT
+               ? "x-amz-content-sha256: UNSIGNED-PAYLOAD"
+               : "x-amz-content-sha256: " EMPTY_SHA256))
+    goto nomem;
+  return 0;
+
+ nomem:
+  nbdkit_error ("%s: curl_slist_append: out of memory", x->what);
+  return -1;
+}
+
+/* "A-B" or "A-B,C-D,...": the Range header's value without "bytes=". */
+static void
+range_list (char *dst, size_t size, const struct span *spans, unsigned n)
+{
+  unsigned i;
+  size_t len = 0;
+
+  for (i = 0; i < n && len < size; i++)
+    len += snprintf (dst + len, size - len, "%s%" PRIu64 "-%" PRIu64,
+                     i > 0 ? "," : "", spans[i].first, spans[i].last);
+}
+
+/* A new exchange of x: a fresh answer, and what this hop asks (the
+ * validator it carries is the one its answer must have).
+ */
+static void
+begin_exchange (struct xfer *x)
+{
+  answer_reset (&x->a);
+  x->v = VERDICT_OK;
+  x->why[0] = '\0';
+  x->sent = 0;
+  x->reported = false;
+  x->q.serving = remote_is_serving ();
+  x->q.pinned = remote_pin (&x->q.pin) && x->q.method == GET;
+}
+
+/* Set handle e up to send x to url, with these request headers and
+ * cookie; the user's credentials only where trusted.  libcurl copies
+ * the strings, not the list.
+ */
+static void
+set_request (CURL *e, struct xfer *x, const char *url,
+             struct curl_slist *headers, const char *cookie, bool trusted)
+{
+  char range[MAX_SPANS * 42];
+
+  curl_easy_setopt (e, CURLOPT_URL, url);
+  callbacks_attach (e, x);
+  switch (x->q.method) {
+  case HEAD:
+    /* The handle may have made a PUT last: back to GET, then HEAD. */
+    curl_easy_setopt (e, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt (e, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt (e, CURLOPT_RANGE, NULL);
+    break;
+  case GET:
+    range_list (range, sizeof range, x->spans, x->q.nranges);
+    curl_easy_setopt (e, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt (e, CURLOPT_RANGE, range);
+    break;
+  case PUT:
+    curl_easy_setopt (e, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt (e, CURLOPT_RANGE, NULL);
+    curl_easy_setopt (e, CURLOPT_INFILESIZE_LARGE, (curl_off_t) x->count);
+    break;
+  }
+  curl_easy_setopt (e, CURLOPT_HTTPHEADER, headers);
+  /* NULL sends none (the URL's own user:password@ still counts). */
+  curl_easy_setopt (e, CURLOPT_USERNAME, trusted ? cfg.user : NULL);
+  curl_easy_setopt (e, CURLOPT_PASSWORD, trusted ? cfg.password : NULL);
+  curl_easy_setopt (e, CURLOPT_AWS_SIGV4, trusted ? cfg.aws_sigv4 : NULL);
+  curl_easy_setopt (e, CURLOPT_COOKIE,
+                    !trusted ? NULL : cookie ? cookie : cfg.cookie);
+}
+
+/* One exchange of the request on handle c with the server at url:
+ * 0, or -1 with x->v a failure and x->why set (or the error reported,
+ * x->reported).  Only where trusted does it carry the user's
+ * credentials, cookie and headers.
+ */
+int
+exchange_one (struct conn *c, struct xfer *x, const char *url,
+              bool trusted)
+{
+  CURL *e = c->easy;
+  CURLcode rc;
+  CLEANUP_SLIST struct curl_slist *headers = NULL;
+  CLEANUP_FREE char *cookie = NULL;
+  curl_off_t usecs = 0;
+
+  begin_exchange (x);
+  /* These report their own errors. */
+  if (request_headers (x, trusted, &headers) == -1 ||
+      (trusted && script_cookie (&cookie) == -1)) {
+    x->v = VERDICT_REFUSED;
+    x->reported = true;
+    return -1;
+  }
+
+  x->conn = c;
+  c->errbuf[0] = '\0';
+  set_request (e, x, url, headers, cookie, trusted);
+  rc = curl_easy_perform (e);
+  if (curl_debug_times)
+    timing_add (e);
+  if (curl_debug_requests) {
+    curl_easy_getinfo (e, CURLINFO_TOTAL_TIME_T, &usecs);
+    nbdkit_debug ("%s %s: %" PRIu64 "+%" PRIu32 " in %u ranges: HTTP %ld: "
+                  "%" PRIi64 " us", x->what, cfg.shown_url, x->offset, x->count,
+                  x->q.nranges, x->a.status, (int64_t) usecs);
+  }
+
+  /* A list set for this request is freed when this function returns:
+   * the handle goes back with the user's list.
+   */
+  curl_easy_setopt (e, CURLOPT_HTTPHEADER, cfg.headers);
+
+  x->a.complete = true;
+  x->a.rc = rc;
+  x->a.rc_text = curl_easy_strerror (rc);
+  x->a.errbuf = c->errbuf;
+  if (x->v == VERDICT_PARTS)
+    x->a.parts_complete = multipart_complete (&x->mp);
+  if (callbacks_judge (x))
+    return 0;
+  if (x->v == VERDICT_OBJECT_CHANGED)
+    remote_changed_now ();
+  return -1;
+}

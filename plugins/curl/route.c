@@ -1,0 +1,289 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * Where a request goes: from url= (or url-script's URL) along its
+ * redirects, one exchange per hop, each hop held to redirect.c's rules
+ * (which schemes, which statuses, which origin sees the user's
+ * secrets), or straight to the target a read's chain was found to end
+ * at, asked again when it refuses or expires.  libcurl would send
+ * cookie= and header= to any host a server names, follow https to
+ * http, and turn a PUT answered with 303 into a GET reported as a
+ * write.
+ */
+
+#include <config.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+#include "redirect.h"
+#include "verdict.h"
+#include "xfer.h"
+
+/* The rules every hop is held to (redirect.c); the home origin, whose
+ * requests carry the user's secrets, is the URL's that each chain
+ * starts from (url=, or url-script's).
+ */
+static struct redirect_rules rules;
+
+/* url='s origin, found once: without url-script it is every chain's
+ * home.
+ */
+static struct origin url_home;
+
+int
+route_init (void)
+{
+  CLEANUP_FREE char *url = NULL;
+
+  if (!cfg.is_file &&
+      (script_url (&url) == -1 || redirect_origin (url, &url_home) == -1)) {
+    nbdkit_error ("url: %s: no scheme, host and port", cfg.shown_url);
+    return -1;
+  }
+  rules = (struct redirect_rules) {
+    .protocols = cfg.protocols, .allows_scheme = config_allows_scheme,
+    .insecure = cfg.insecure_redirect,
+    .location_trusted = cfg.location_trusted,
+  };
+  return 0;
+}
+
+void
+route_unload (void)
+{
+  redirect_unload ();
+}
+
+#define MAX_REDIRECTS 20
+
+/* The redirect that the answer in x asks for, if the rules allow it
+ * (redirect_next): its URL (to free), or NULL with x->why set.  libcurl
+ * itself withholds only user= and password= from another host, and
+ * would send cookie= and header= anywhere.
+ */
+static char *
+follow (const struct redirect_rules *r, struct xfer *x, const char *from_url,
+        struct origin *from, bool *trusted)
+{
+  char *url = redirect_next (r, x->q.method == PUT, x->a.status,
+                             from_url, x->a.location, from, trusted,
+                             x->why, sizeof x->why);
+
+  if (url != NULL)
+    nbdkit_debug ("%s: HTTP %ld: redirected to %s://%s:%ld, %s", x->what,
+                  x->a.status, from->scheme, from->host, from->port,
+                  *trusted ? "with credentials" : "another origin: "
+                  "without the user's credentials, cookie and headers");
+  return url;
+}
+
+/* The request in x from url (at origin *at, trusted or not), following
+ * redirects by the rules r: 0, or -1 with x->v a failure and x->why set
+ * (or x->reported).  *end is where the chain ended (to free; NULL if at
+ * url itself), *at and *trusted its origin and trust.
+ */
+static int
+chain (const struct redirect_rules *r, struct conn *c, struct xfer *x,
+       const char *url, struct origin *at, bool *trusted, char **end)
+{
+  unsigned hops;
+  char *next;
+
+  *end = NULL;
+  for (hops = 0;; hops++) {
+    if (exchange_one (c, x, *end ? *end : url, *trusted) == -1)
+      return -1;
+    if (x->v != VERDICT_REDIRECT)
+      return 0;
+    if (hops == MAX_REDIRECTS) {
+      snprintf (x->why, sizeof x->why, "more than %d redirects",
+                MAX_REDIRECTS);
+      x->v = VERDICT_REFUSED;
+      return -1;
+    }
+    next = follow (r, x, *end ? *end : url, at, trusted);
+    free (*end);
+    *end = next;
+    if (next == NULL) {
+      x->v = VERDICT_REFUSED;
+      return -1;
+    }
+  }
+}
+
+static int64_t
+epoch_now (void)
+{
+  return (int64_t) time (NULL);
+}
+
+/* A target that answers so has moved on or expired (a presigned URL
+ * past its time answers 403, a mirror that dropped the file 404): ask
+ * url= again.
+ */
+static bool
+target_gone (long status)
+{
+  return status == 401 || status == 403 || status == 404 || status == 410;
+}
+
+/* Which requests go to the remembered target: reads.  HEAD and PUT ask
+ * url= each time.
+ */
+static bool
+uses_target (const struct xfer *x)
+{
+  return x->q.method == GET && cfg.followlocation && cfg.redirect_cache &&
+    !cfg.is_file;
+}
+
+/* The chain from url=, whose end becomes the remembered target when
+ * the answer at it is not a failure.  claimed: this request was asked
+ * to resolve it (redirect_target_claim), so it ends the claim either way.
+ */
+static int
+resolve (struct conn *c, struct xfer *x, bool claimed)
+{
+  struct redirect_rules rr = rules;
+  struct origin home, at;
+  bool trusted, again = true;
+  CLEANUP_FREE char *given = NULL;
+  CLEANUP_FREE char *end = NULL;
+  int r;
+
+  for (;;) {
+    /* Without url-script, url= and its origin as they were found once:
+     * a read is not worth a copy and a parse.
+     */
+    if (cfg.url_script == NULL)
+      home = url_home;
+    else if (script_url (&given) == -1) {
+      x->v = VERDICT_REFUSED;
+      x->reported = true;
+      r = -1;
+      break;
+    }
+    /* file: has no origin, and no redirects. */
+    else if (redirect_origin (given, &home) == -1)
+      memset (&home, 0, sizeof home);
+    rr.home = &home;
+    at = home;
+    trusted = true;
+    r = chain (&rr, c, x, given ? given : cfg.url, &at, &trusted, &end);
+    /* url-script's URL refused: once more with a new one. */
+    if (r == 0 || x->reported || !again ||
+        (x->a.status != 401 && x->a.status != 403) ||
+        !script_url_refused (given))
+      break;
+    nbdkit_debug ("%s: %s: HTTP %ld: running url-script again",
+                  x->what, cfg.shown_url, x->a.status);
+    again = false;
+    free (given);
+    free (end);
+    given = end = NULL;
+  }
+  if (r == 0 && end != NULL && uses_target (x)) {
+    nbdkit_debug ("%s: %s redirects to %s://%s:%ld: reads go there "
+                  "directly", x->what, cfg.shown_url, at.scheme, at.host,
+                  at.port);
+    redirect_target_set (end, trusted, &home, epoch_now ());
+  }
+  else if (claimed && r == 0)
+    redirect_target_set (NULL, true, &home, epoch_now ());
+  else if (claimed)
+    redirect_target_release ();
+  return r;
+}
+
+/* A renewal before expiry failed for a reason of the moment (the
+ * redirector is down or busy): the target it was to replace has not
+ * expired, and serves meanwhile.  Not a target that failed itself, nor
+ * a new chain that led to another object.
+ */
+static bool
+fall_back (const struct xfer *x, const struct target *t)
+{
+  return t->url != NULL && !t->stale && !x->reported &&
+    x->v == VERDICT_RETRY && t->expires > epoch_now ();
+}
+
+/* The request at the remembered target t, following its redirects by
+ * the rules for the origin its chain started from; a target that
+ * redirects further is replaced by where that leads.
+ */
+static int
+at_target (struct conn *c, struct xfer *x, struct target *t)
+{
+  struct redirect_rules rr = rules;
+  CLEANUP_FREE char *end = NULL;
+  int r;
+
+  rr.home = &t->home;
+  r = chain (&rr, c, x, t->url, &t->origin, &t->trusted, &end);
+  if (r == 0 && end != NULL) {
+    nbdkit_debug ("%s: the redirect target of %s redirects to "
+                  "%s://%s:%ld: reads go there directly", x->what,
+                  cfg.shown_url, t->origin.scheme, t->origin.host,
+                  t->origin.port);
+    redirect_target_moved (t->gen, end, t->trusted, epoch_now ());
+  }
+  return r;
+}
+
+/* One try of the request on handle c: at the remembered target when
+ * there is one, else from url=.  A target that refuses (target_gone) is
+ * resolved again at once, once; one whose connection failed is resolved
+ * again by the next try.  0, or -1 with x->v a failure and x->why set
+ * (or x->reported).
+ */
+
+int
+route_attempt (struct conn *c, struct xfer *x)
+{
+  struct target t;
+  unsigned tries;
+  int r = -1;
+
+  x->ignoring_since = (struct timespec) { 0 };
+  /* A short request never looks (see progress_cb, callbacks.c). */
+  clock_gettime (CLOCK_MONOTONIC, &x->stop_checked);
+  if (!uses_target (x))
+    return resolve (c, x, false);
+  for (tries = 0; tries < 2; tries++) {
+    if (redirect_target_claim (&t, epoch_now ())) {
+      r = resolve (c, x, true);
+      if (r == 0 || !fall_back (x, &t)) {
+        free (t.url);
+        return r;
+      }
+      nbdkit_debug ("%s: %s: asking for a new redirect target failed "
+                    "(%s): the old one has not expired yet", x->what,
+                    cfg.shown_url, x->why);
+    }
+    if (t.url == NULL)
+      return resolve (c, x, false);
+    r = at_target (c, x, &t);
+    free (t.url);
+    if (r == 0)
+      return 0;
+    if (x->reported || !(target_gone (x->a.status) ||
+                         (x->v == VERDICT_RETRY && x->a.rc != CURLE_OK)))
+      return r;
+    nbdkit_debug ("%s: the redirect target of %s failed (%s): asking "
+                  "%s again", x->what, cfg.shown_url, x->why,
+                  cfg.shown_url);
+    redirect_target_failed (t.gen);
+    /* A connection that failed is retried after the back-off. */
+    if (x->v == VERDICT_RETRY)
+      return r;
+  }
+  return r;
+}

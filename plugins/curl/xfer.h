@@ -1,0 +1,66 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * One request inside the engine: struct xfer, what it asks and what its
+ * answer was so far, shared by the four files that run it.  engine.c
+ * builds it and retries it, route.c takes it along the redirect chain,
+ * exchange.c sends it once, callbacks.c fills its answer as libcurl
+ * hands the answer over.  Nothing outside them sees it.
+ */
+
+#ifndef XFER_H
+#define XFER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "curldefs.h"
+#include "verdict.h"
+
+/* One request and what its answer was. */
+struct xfer {
+  struct conn *conn;
+  struct asked q;               /* see exchange_one: the per-hop part */
+  const char *what;             /* "HEAD", "pread", "pwrite": messages */
+  uint64_t offset;              /* GET of several spans: unused */
+  uint32_t count;
+  struct span *spans;           /* GET: where the body goes */
+  /* GET of one range: instead, the body as it comes (prefetch.c) */
+  bool (*sink) (void *opaque, uint64_t pos, const char *data, size_t len);
+  void *sink_data;
+  bool sink_stopped;            /* the sink wanted no more */
+  const char *wbuf;             /* PUT: the body */
+  uint64_t sent;                /* PUT: bytes of it sent */
+
+  struct answer a;              /* the facts, reset by answer_reset */
+  enum verdict v;               /* verdict_judge's, as far as it came */
+  char why[256];                /* ... and its reason */
+  struct multipart mp;          /* VERDICT_PARTS: the body parser */
+
+  struct timespec ignoring_since;  /* this try's first ignored body, or 0 */
+  struct timespec stop_checked; /* see progress_cb */
+  bool reported;                /* the error was reported where it arose */
+};
+
+/* callbacks.c */
+extern void callbacks_attach (CURL *e, struct xfer *x);
+extern bool callbacks_judge (struct xfer *x);
+
+/* exchange.c */
+extern int exchange_one (struct conn *c, struct xfer *x, const char *url,
+                         bool trusted);
+
+/* route.c */
+extern int route_init (void);
+extern void route_unload (void);
+extern int route_attempt (struct conn *c, struct xfer *x);
+
+/* timing.c */
+extern int curl_debug_times, curl_debug_requests;
+extern void timing_add (CURL *e);
+extern void timing_print (void);
+extern void timing_note_probe (struct conn *c);
+
+#endif /* XFER_H */
