@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test-curl-docs.sh: the help text and the man page say the same thing:
-# every key in `nbdkit PLUGIN --help` has an "=item B<key=...>" entry in
-# nbdkit-curl-plugin.pod, and every such entry is in --help.
+# every key in `nbdkit PLUGIN --help` (params.h's table) has an
+# "=item B<key=...>" entry in nbdkit-curl-plugin.pod, and every such
+# entry is in --help; every parameter the table marks as going only to
+# url='s origin (--dump-plugin's curl_origin_only) says so in its entry.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -34,3 +36,22 @@ missing=$(comm -23 "$tmp/help-keys" "$tmp/pod-keys")
 extra=$(comm -13 "$tmp/help-keys" "$tmp/pod-keys")
 [ -z "$extra" ] || fail "in $(basename "$pod") but not in --help:" $extra
 echo "$n keys documented: $(tr '\n' ' ' <"$tmp/help-keys")"
+
+# The origin-only parameters: the text of each one's entry (its group of
+# =item lines and the paragraphs up to the next entry) names the origin.
+nbdkit "$PLUGIN" --dump-plugin >"$tmp/dump.out" 2>&1 ||
+  { cat "$tmp/dump.out" >&2; fail "nbdkit PLUGIN --dump-plugin failed"; }
+only=$(sed -n 's/^curl_origin_only=//p' "$tmp/dump.out" | tr ',' ' ')
+[ -n "$only" ] || fail "--dump-plugin has no curl_origin_only line"
+for k in $only; do
+  grep -qx "$k" "$tmp/help-keys" || fail "curl_origin_only names $k, not in --help"
+  awk -v k="$k" '
+    /^=item / { if (on && text) exit; if ($0 ~ "^=item \\[?B<" k "(=|>)") on = 1; next }
+    /^=(head|back)/ { if (on) exit }
+    on && /[^[:space:]]/ { text = 1; print }
+  ' "$pod" >"$tmp/entry-$k"
+  [ -s "$tmp/entry-$k" ] || fail "no entry text for $k= in $(basename "$pod")"
+  grep -qi "origin" "$tmp/entry-$k" ||
+    fail "$k= goes only to url's origin (curl_origin_only), its entry does not say so"
+done
+echo "origin only, each entry says so: $only"

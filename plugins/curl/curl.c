@@ -143,6 +143,8 @@ curl_can_write (void *handle)
  * plugin was built against, curl_dynamic_version the one it runs with,
  * curl_protocol_NAME=yes for each protocol), so scripts written for it
  * work; curl_features and curl_protocols list the same in one line.
+ * curl_origin_only lists the parameters that go only to url='s origin
+ * (params.h's ORIGIN column).
  */
 static void
 curl_dump_plugin (void)
@@ -162,6 +164,7 @@ curl_dump_plugin (void)
   printf ("\n");
   for (p = v->protocols; p && *p; p++)
     printf ("curl_protocol_%s=yes\n", *p);
+  config_dump ();
 }
 
 static int

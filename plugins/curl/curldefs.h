@@ -47,47 +47,17 @@ cleanup_unlock (pthread_mutex_t **lock)
 
 /* config.c: every parameter, parsed and checked before anything runs.
  * After config_complete the struct is read-only, so the engine reads it
- * from any thread without a lock.
+ * from any thread without a lock.  Its fields are params.h's rows.
  */
+#include "params.h"
+
 struct curl_config {
-  const char *url;
+#define FIELD_OF(key, kind, type, field, dflt, lo, hi, origin, help) \
+  type field;
+  CURL_PARAMS (FIELD_OF)
+#undef FIELD_OF
   char *shown_url;              /* url= for messages: no secrets */
-  unsigned connections;         /* size of the handle pool */
-  unsigned timeout;             /* seconds: connect and stall limit */
-  unsigned retries;             /* for transient failures */
-  unsigned retry_delay_ms;      /* the first; doubled each time */
-  bool pin_object;              /* send and check the validators */
-  bool sslverify;
-  const char *cainfo;
-  const char *capath;
-  struct curl_slist *headers;   /* header=, in the order given */
-  const char *user;
-  char *password;               /* from nbdkit_read_password */
-  bool followlocation;
-  bool redirect_cache;          /* reads go to the chain's end */
-  bool location_trusted;        /* secrets to other origins too */
-  bool insecure_redirect;       /* follow https to http */
-  const char *protocols;        /* allowed schemes, libcurl spelling */
-  const char *user_agent;
   bool is_file;                 /* the URL's scheme is file:// */
-  char *cookie;                 /* from nbdkit_read_password */
-  const char *cookiefile, *cookiejar;
-  const char *proxy, *proxy_user;
-  const char *proxy_cainfo, *proxy_capath;  /* an HTTPS proxy's CA */
-  char *proxy_password;         /* from nbdkit_read_password */
-  long http_version;            /* CURL_HTTP_VERSION_* */
-  long ssl_version;             /* CURL_SSLVERSION_* */
-  const char *ssl_cipher_list, *tls13_ciphers;
-  bool tcp_keepalive, tcp_nodelay;
-  const char *unix_socket_path;
-  struct curl_slist *resolve;   /* resolve=, CURLOPT_RESOLVE */
-  long ipresolve;               /* CURL_IPRESOLVE_* */
-  const char *header_script, *cookie_script, *url_script;
-  unsigned header_script_renew, cookie_script_renew;  /* s, 0 never */
-  unsigned url_script_renew;
-  const char *aws_sigv4;        /* PROVIDER[:REGION[:SERVICE]] */
-  bool readahead;               /* start streams on sequential reads */
-  uint64_t readahead_size;      /* bytes read ahead, at most; 0 none */
 };
 extern struct curl_config cfg;
 
@@ -95,65 +65,16 @@ extern int config_set (const char *key, const char *value);
 extern int config_complete (void);
 extern bool config_allows_scheme (const char *scheme);
 extern char *config_url_scheme (const char *url, CURLUcode *rc);
-extern const char *config_header_refused (const char *line, size_t len,
-                                          int *name_len);
 extern void config_unload (void);
 extern CURLcode config_apply (CURL *e);
+extern void config_dump (void);
+/* The help text: every row's. */
+#define HELP_OF(key, kind, type, field, dflt, lo, hi, origin, help) help
+#define CONFIG_HELP CURL_PARAMS (HELP_OF)
 
-#define DEFAULT_CONNECTIONS 16
-#define DEFAULT_TIMEOUT 60
-#define DEFAULT_RETRIES 5
-#define DEFAULT_RETRY_DELAY_MS 1000
-#define MAX_RETRY_DELAY_MS 30000    /* backoff and Retry-After cap */
-
-#define CONFIG_HELP \
-  "url=<URL>                 (required) The disk image URL.\n"         \
-  "connections=<N>           Parallel HTTP connections (default 16).\n" \
-  "timeout=<SECS>            Connect and stall timeout (default 60;\n" \
-  "                          0 is the default).\n"                    \
-  "retries=<N>               Retries after a transient error (5).\n"  \
-  "retry-delay=<SECS>        First retry delay, then doubled (1).\n"  \
-  "pin-object=false          Do not pin the object's validators.\n"   \
-  "sslverify=false           Do not verify the server's certificate.\n" \
-  "cainfo=<FILE>             CA certificates to verify with.\n"        \
-  "capath=<DIR>              Directory of CA certificates.\n"          \
-  "header=<HEADER>           Extra request header (repeatable).\n"     \
-  "user=<USER>               User name for authentication.\n"          \
-  "password=<PASSWORD>       Password (or -, +FILE, -FD).\n"           \
-  "followlocation=false      Do not follow redirects.\n"               \
-  "redirect-cache=false      Follow url='s redirects for every read.\n" \
-  "location-trusted=true     Send credentials to redirected origins.\n" \
-  "insecure-redirect=true    Follow redirects from https to http.\n"   \
-  "protocols=<LIST>          Allowed schemes (default http,https,file).\n" \
-  "user-agent=<STR>          User-Agent header to send.\n"            \
-  "cookie=<COOKIE>           Cookie to send (or -, +FILE, -FD).\n"     \
-  "cookiefile=<FILE>         Read cookies from FILE (\"\" for none).\n" \
-  "cookiejar=<FILE>          Write cookies to FILE at exit.\n"         \
-  "cookie-script=<SCRIPT>    Its output is the cookie.\n"              \
-  "cookie-script-renew=<SECS> Run cookie-script again this often.\n"   \
-  "header-script=<SCRIPT>    Its output lines are request headers.\n"  \
-  "header-script-renew=<SECS> Run header-script again this often.\n"   \
-  "url-script=<SCRIPT>       Its output is the URL (instead of url=).\n" \
-  "url-script-renew=<SECS>   Run url-script again this often.\n"      \
-  "proxy=<PROXY>             Proxy URL.\n"                             \
-  "proxy-user=<USER>         Proxy user name.\n"                       \
-  "proxy-password=<PASSWORD> Proxy password (or -, +FILE, -FD).\n"     \
-  "proxy-cainfo=<FILE>       CA certificates for an HTTPS proxy.\n"    \
-  "proxy-capath=<DIR>        Directory of CA certificates for it.\n"  \
-  "http-version=<VERSION>    none, 1.0, 1.1 (default), 2.0, 2TLS,\n"   \
-  "                          2-prior-knowledge, 3, 3only.\n"           \
-  "ssl-version=<VERSION>     default, tlsv1, tlsv1.0 ... tlsv1.3.\n"   \
-  "ssl-cipher-list=<LIST>    TLS 1.2 and older cipher list.\n"         \
-  "tls13-ciphers=<LIST>      TLS 1.3 cipher suites.\n"                 \
-  "tcp-keepalive=true        Enable TCP keepalive probes.\n"           \
-  "tcp-nodelay=false         Allow Nagle's algorithm.\n"               \
-  "unix-socket-path=<PATH>   Connect through a Unix socket.\n"         \
-  "resolve=<HOST:PORT:ADDR>  Resolve HOST:PORT to ADDR (repeatable).\n" \
-  "ipresolve=<any|v4|v6>     Which IP versions to use.\n"              \
-  "aws-sigv4=<PROVIDER...>   Sign requests with AWS Signature V4.\n" \
-  "readahead=false           Do not read ahead of sequential reads.\n" \
-  "readahead-size=<SIZE>     Bytes read ahead at most (default 32M;\n" \
-  "                          0: none, and no NBD_CMD_CACHE)."
+/* headers.c: the request headers a user may add. */
+extern const char *headers_refused (const char *line, size_t len,
+                                    int *name_len);
 
 /* What the object at the URL is: probe.c finds it once at start-up. */
 struct object_info {
@@ -323,7 +244,6 @@ extern int64_t timing_round_trip (void);
 #define SLOW_NS (2 * 1000000)
 
 /* prefetch.c: read-ahead for sequential streams (see there). */
-#define DEFAULT_READAHEAD_SIZE (32 * 1024 * 1024)
 extern void prefetch_unload (void);
 extern int prefetch_pread (void *buf, uint32_t count, uint64_t offset);
 extern int prefetch_cache (uint32_t count, uint64_t offset);

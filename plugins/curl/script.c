@@ -529,7 +529,7 @@ check_output (struct script *s, char *out)
      * early on the wire; a header the plugin sets itself would undo its
      * checks), at every run: a renewal may print what the first did not.
      */
-    why = stop > line ? config_header_refused (line, stop - line, &name_len)
+    why = stop > line ? headers_refused (line, stop - line, &name_len)
       : NULL;
     if (why != NULL) {
       nbdkit_error ("%s: output line %u: %.*s%s%s", s->what, n, name_len,
