@@ -187,20 +187,76 @@ status_classes (void)
   a.status = 100;
   EXPECT (q, a, VERDICT_OK, NULL);
 
-  /* HEAD and PUT: the caller judges the status, but a transient one is
-   * retried once the transfer ended.
+}
+
+/* HEAD (the probe's, and the write check's) and PUT: judged by their
+ * status once the transfer ended.
+ */
+static const struct {
+  enum method method;
+  long status;
+  const char *location;         /* a Location header, or NULL */
+  enum verdict want;
+  const char *why;              /* a word of the reason, or NULL */
+} statuses[] = {
+  { HEAD, 200, NULL, VERDICT_OK, NULL },
+  { HEAD, 204, NULL, VERDICT_OK, NULL },
+  { HEAD, 503, NULL, VERDICT_RETRY, "HTTP 503" },
+  { HEAD, 429, NULL, VERDICT_RETRY, "HTTP 429" },
+  /* Presigned URLs answer HEAD 403; some servers have no HEAD. */
+  { HEAD, 403, NULL, VERDICT_UNSUPPORTED, "does not answer HEAD" },
+  { HEAD, 405, NULL, VERDICT_UNSUPPORTED, "HTTP 405" },
+  { HEAD, 501, NULL, VERDICT_UNSUPPORTED, "HTTP 501" },
+  { HEAD, 401, NULL, VERDICT_REFUSED, "HTTP 401" },
+  { HEAD, 404, NULL, VERDICT_REFUSED, "HTTP 404" },
+  { HEAD, 302, "/elsewhere", VERDICT_REDIRECT, NULL },
+  { PUT, 201, NULL, VERDICT_OK, NULL },
+  { PUT, 204, NULL, VERDICT_OK, NULL },
+  /* No partial PUT here: the user is told to serve it read-only. */
+  { PUT, 405, NULL, VERDICT_UNSUPPORTED, "nbdkit -r" },
+  { PUT, 400, NULL, VERDICT_UNSUPPORTED, "partial PUT with HTTP 400" },
+  { PUT, 501, NULL, VERDICT_UNSUPPORTED, "HTTP 501" },
+  { PUT, 403, NULL, VERDICT_REFUSED, "HTTP 403" },
+  { PUT, 409, NULL, VERDICT_REFUSED, "HTTP 409" },
+  { PUT, 503, NULL, VERDICT_RETRY, "HTTP 503" },
+  /* Any redirect: redirect.c refuses those a write must not follow
+   * (test-redirect.c).
    */
+  { PUT, 307, "/elsewhere", VERDICT_REDIRECT, NULL },
+  { PUT, 303, "/elsewhere", VERDICT_REDIRECT, NULL },
+};
+
+static void
+head_and_put (void)
+{
+  struct asked q;
+  struct answer a;
+  size_t i;
+
+  for (i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
+    q = other (statuses[i].method);
+    a = statuses[i].location
+      ? headers (statuses[i].status, "Location: /elsewhere", NULL)
+      : headers (statuses[i].status, NULL);
+    /* Not judged before the end. */
+    if (statuses[i].want != VERDICT_REDIRECT)
+      EXPECT (q, a, VERDICT_OK, NULL);
+    a = ended (a, 0, CURLE_OK);
+    EXPECT (q, a, statuses[i].want, statuses[i].why);
+  }
   q = other (HEAD);
-  a = headers (404, NULL);
-  EXPECT (q, a, VERDICT_OK, NULL);
-  a = ended (a, 0, CURLE_OK);
-  EXPECT (q, a, VERDICT_OK, NULL);
-  a = ended (headers (503, NULL), 0, CURLE_OK);
-  EXPECT (q, a, VERDICT_RETRY, "HTTP 503");
+  q.follow_redirects = false;
+  a = ended (headers (302, "Location: /elsewhere", NULL), 0, CURLE_OK);
+  EXPECT (q, a, VERDICT_REFUSED, "HTTP 302");
+  /* No answer at all: the transport's verdict, whatever the method. */
   q = other (PUT);
-  a = ended (headers (201, NULL), 100000, CURLE_OK);
-  EXPECT (q, a, VERDICT_OK, NULL);
-  a = ended (headers (405, NULL), 0, CURLE_OK);
+  answer_reset (&a);
+  a = ended (a, 0, CURLE_RECV_ERROR);
+  EXPECT (q, a, VERDICT_RETRY, "transport");
+  /* file://: no status. */
+  q = other (HEAD);
+  q.is_file = true;
+  a = ended (headers (0, "Content-Length: 1000", NULL), 0, CURLE_OK);
   EXPECT (q, a, VERDICT_OK, NULL);
 }
 
@@ -487,6 +543,7 @@ int
 main (void)
 {
   status_classes ();
+  head_and_put ();
   content_ranges ();
   bodies ();
   empty_objects ();

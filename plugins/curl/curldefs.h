@@ -220,12 +220,13 @@ extern void script_unload (void);
 #define MAX_SPANS 32            /* ranges in one request */
 extern int engine_init (void);
 extern void engine_unload (void);
-extern int engine_head (struct conn *c, struct object_info *info);
+extern enum verdict engine_head (struct conn *c, struct object_info *info);
 extern int engine_get_first (struct conn *c, struct object_info *info,
                              uint64_t offset, char *buf, uint32_t len,
                              uint32_t *got);
-extern int engine_put (struct conn *c, const void *buf, uint32_t count,
-                       uint64_t offset, long *status);
+extern enum verdict engine_put (struct conn *c, const void *buf,
+                               uint32_t count, uint64_t offset,
+                               bool *answered);
 extern enum verdict engine_get_spans (struct conn *c, struct span *spans,
                                       unsigned nspans);
 extern enum verdict engine_get_stream (struct conn *c, uint64_t first,

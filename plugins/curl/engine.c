@@ -135,6 +135,11 @@ perform_on (struct conn *c, struct xfer *x)
       curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
       continue;
     }
+    /* HEAD not served: the caller asks a GET instead. */
+    if (x->v == VERDICT_UNSUPPORTED && x->q.method == HEAD) {
+      nbdkit_debug ("%s: %s: %s", x->what, cfg.shown_url, x->why);
+      return x->v;
+    }
     if (x->v == VERDICT_NOT_THE_PARTS_ASKED_FOR) {
       nbdkit_debug ("%s: %s%s: %s: asking for one range per request from "
                     "now on", x->what, cfg.shown_url, where, x->why);
@@ -220,22 +225,23 @@ copy_info (struct object_info *info, const struct xfer *x)
           x->a.bad_last_modified ? "" : x->a.last_modified);
 }
 
-/* HEAD: the status, Content-Length and validators, whatever the status
- * is (the probe decides what a refusal means).
+/* HEAD: the verdict (failures reported, except VERDICT_UNSUPPORTED: the
+ * caller asks a GET instead); on VERDICT_OK the Content-Length (-1 when
+ * none, or two different ones) and the validators.
  */
-int
+enum verdict
 engine_head (struct conn *c, struct object_info *info)
 {
   struct xfer x = {
     .q = asking (HEAD), .what = "HEAD", .count = 1,
   };
+  enum verdict v = perform (c, &x);
 
-  if (verdict_failed (perform (c, &x)))
-    return -1;
+  if (v != VERDICT_OK)
+    return v;
   copy_info (info, &x);
-  /* Two different Content-Lengths give no size: the probe asks a GET. */
   info->size = x.a.framing_twice ? -1 : x.a.content_length;
-  return 0;
+  return v;
 }
 
 /* GET of len bytes at offset into buf: the proof that ranges work, and
@@ -270,22 +276,23 @@ engine_get_first (struct conn *c, struct object_info *info, uint64_t offset,
   return 0;
 }
 
-/* PUT count bytes at offset (Content-Range) on c: 0 with the answer's
- * status in *status, -1 when there was no answer (reported).
+/* PUT count bytes at offset (Content-Range) on c: the verdict, failures
+ * reported.  *answered: the server answered the last try with a status
+ * (VERDICT_OK: it took the write; a failure: it refused it, and nothing
+ * was written); else whether the write was done is unknown.
  */
-int
+enum verdict
 engine_put (struct conn *c, const void *buf, uint32_t count, uint64_t offset,
-            long *status)
+            bool *answered)
 {
   struct xfer x = {
     .q = asking (PUT), .what = "pwrite",
     .offset = offset, .count = count, .wbuf = buf,
   };
+  enum verdict v = perform (c, &x);
 
-  if (verdict_failed (perform (c, &x)))
-    return -1;
-  *status = x.a.status;
-  return 0;
+  *answered = x.a.complete && x.a.rc == CURLE_OK && x.a.status != 0;
+  return v;
 }
 
 /* GET of nspans ranges (at most MAX_SPANS) into the reads they cover:

@@ -18,16 +18,6 @@
 
 #include "curldefs.h"
 
-/* Answers to HEAD that mean "try a ranged GET instead": presigned
- * object-store URLs are signed for GET only and answer HEAD with 403,
- * and some servers do not implement HEAD at all.
- */
-static bool
-head_refused (long status)
-{
-  return status == 403 || status == 405 || status == 501;
-}
-
 static int probe_on (struct conn *c);
 
 /* One validator of the object, from whichever probe answer carries it:
@@ -58,16 +48,12 @@ take_validator (const char *name, char *dst, size_t size, const char *head,
   return 0;
 }
 
-/* The object's validators from HEAD (when it succeeded: a refusal's
- * validators are of the refusal) and the ranged GET.
+/* The object's validators from HEAD (empty when it was not asked or not
+ * served) and the ranged GET.
  */
 static int
-take_validators (const struct object_info *head, const struct object_info *get)
+take_validators (const struct object_info *h, const struct object_info *get)
 {
-  static const struct object_info none = { .size = -1 };
-  const struct object_info *h =
-    head->status >= 200 && head->status <= 299 ? head : &none;
-
   object.status = get->status;
   object.etag_on_get = get->etag[0] != '\0';
   object.last_modified_on_get = get->last_modified[0] != '\0';
@@ -110,8 +96,8 @@ probe_file (struct conn *c)
 {
   struct object_info head = { .size = -1 };
 
-  if (engine_head (c, &head) == -1)
-    return -1;
+  if (engine_head (c, &head) != VERDICT_OK)
+    return -1;                  /* reported */
   if (head.size < 0) {
     nbdkit_error ("%s: cannot find the file's size", cfg.shown_url);
     return -1;
@@ -121,24 +107,18 @@ probe_file (struct conn *c)
   return 0;
 }
 
-/* HEAD, for validators the GET's answer did not carry.  A refusal is no
- * error: presigned URLs are signed for GET only.
+/* HEAD, for validators the GET's answer did not carry.  One that is not
+ * served is no error (presigned URLs are signed for GET only): head
+ * stays without validators.
  */
 static int
 probe_head (struct conn *c, struct object_info *head)
 {
-  if (engine_head (c, head) == -1)
-    return -1;
-  if (head->status >= 200 && head->status <= 299)
+  enum verdict v = engine_head (c, head);
+
+  if (v == VERDICT_OK || v == VERDICT_UNSUPPORTED)
     return 0;
-  if (!head_refused (head->status)) {
-    nbdkit_error ("HEAD %s: the server answered HTTP %ld",
-                  cfg.shown_url, head->status);
-    return -1;
-  }
-  nbdkit_debug ("HEAD %s: HTTP %ld: no validators from HEAD",
-                cfg.shown_url, head->status);
-  return 0;
+  return -1;                    /* reported */
 }
 
 /* One ranged GET of the object's first bytes answers everything in one

@@ -7,7 +7,8 @@
  * or of each multipart part, which ranges.c checks) must be exactly a
  * requested range of an object of the size found at start-up, and the
  * body exactly those bytes.  HEAD and PUT answers are judged by their
- * callers, except that a transient status is retried.
+ * status once they ended (judge_status), which says also when the
+ * server does not serve the request at all (VERDICT_UNSUPPORTED).
  *
  * callbacks.c asks at the end of each header block, on each piece of body
  * and at the end of the transfer; the same facts always give the same
@@ -161,6 +162,7 @@ verdict_name (enum verdict v)
   case VERDICT_RETRY: return "RETRY";
   case VERDICT_RETRY_FRESH: return "RETRY_FRESH";
   case VERDICT_REFUSED: return "REFUSED";
+  case VERDICT_UNSUPPORTED: return "UNSUPPORTED";
   case VERDICT_NOT_THE_PARTS_ASKED_FOR: return "NOT_THE_PARTS_ASKED_FOR";
   case VERDICT_OBJECT_CHANGED: return "OBJECT_CHANGED";
   case VERDICT_STOPPED: return "STOPPED";
@@ -481,6 +483,57 @@ judge_body (const struct asked *q, const struct answer *a, enum verdict v,
   return v;
 }
 
+/* Answers to HEAD that mean "ask a ranged GET instead": presigned
+ * object-store URLs are signed for GET only and answer HEAD with 403,
+ * and some servers do not implement HEAD at all.
+ */
+static bool
+head_unsupported (long status)
+{
+  return status == 403 || status == 405 || status == 501;
+}
+
+/* Answers to a PUT with Content-Range that mean "no partial writes
+ * here": RFC 9110 leaves partial PUT to the server, and one that does
+ * not take it may say so with 400 (as RFC 9110 14.5 suggests), 405 or
+ * 501.
+ */
+static bool
+put_unsupported (long status)
+{
+  return status == 400 || status == 405 || status == 501;
+}
+
+/* HEAD and PUT, whose status is the whole answer (file:// has none):
+ * 2xx is done, a transient status is worth another try, and
+ * UNSUPPORTED tells the caller to go another way (probe.c asks a GET,
+ * writing.c says to serve the export read-only).
+ */
+static enum verdict
+judge_status (const struct asked *q, const struct answer *a, char *why,
+              size_t size)
+{
+  if (q->is_file || (a->status >= 200 && a->status <= 299))
+    return VERDICT_OK;
+  if (transient_status (a->status)) {
+    snprintf (why, size, "the server answered HTTP %ld", a->status);
+    return VERDICT_RETRY;
+  }
+  if (q->method == HEAD && head_unsupported (a->status)) {
+    snprintf (why, size, "HTTP %ld: the server does not answer HEAD",
+              a->status);
+    return VERDICT_UNSUPPORTED;
+  }
+  if (q->method == PUT && put_unsupported (a->status)) {
+    snprintf (why, size, "the server refused a partial PUT with HTTP %ld: "
+              "it does not take partial writes (use nbdkit -r to serve "
+              "it read-only)", a->status);
+    return VERDICT_UNSUPPORTED;
+  }
+  snprintf (why, size, "the server answered HTTP %ld", a->status);
+  return VERDICT_REFUSED;
+}
+
 /* How the transfer ended, after headers and body that gave v (not a
  * failure).
  */
@@ -532,12 +585,7 @@ judge_end (const struct asked *q, const struct answer *a, enum verdict v,
     }
     return v;
   }
-  /* HEAD and PUT callers judge the status; a passing one is retried. */
-  if (transient_status (a->status)) {
-    snprintf (why, size, "the server answered HTTP %ld", a->status);
-    return VERDICT_RETRY;
-  }
-  return VERDICT_OK;
+  return judge_status (q, a, why, size);
 }
 
 enum verdict

@@ -107,6 +107,7 @@ enum verdict {
   VERDICT_RETRY,                /* "not now": worth another try */
   VERDICT_RETRY_FRESH,          /* worth one try on a new connection */
   VERDICT_REFUSED,              /* not the answer; asking again won't do */
+  VERDICT_UNSUPPORTED,          /* HEAD or partial PUT: not served here */
   VERDICT_NOT_THE_PARTS_ASKED_FOR, /* several ranges: ask one by one */
   VERDICT_OBJECT_CHANGED,       /* not the object opened at start-up */
   VERDICT_STOPPED,              /* nbdkit is shutting down */

@@ -45,85 +45,81 @@ static struct {
   .state = UNCHECKED,
 };
 
-/* 1: the server took the write (2xx); 0: it refused it with a status;
- * -1: no answer (whether it was done is unknown).  Reports errors.
+/* What became of a write (put), and of the object's size after it
+ * (check_size).
  */
-static int
+enum put_outcome { PUT_TAKEN, PUT_REFUSED, PUT_UNKNOWN };
+enum size_check { SIZE_KEPT, SIZE_CHANGED, SIZE_UNKNOWN };
+
+/* The PUT of count bytes at offset: taken (2xx), refused by the
+ * server's answer (nothing written), or unknown (no answer).  engine_put
+ * reports failures, naming a server that takes no partial writes.
+ */
+static enum put_outcome
 put (const void *buf, uint32_t count, uint64_t offset)
 {
   struct conn *c = pool_get ();
-  long status;
-  int r;
+  enum verdict v;
+  bool answered;
 
   if (c == NULL)
-    return -1;                  /* conn_new reported why */
-  r = engine_put (c, buf, count, offset, &status);
+    return PUT_UNKNOWN;         /* conn_new reported why; nothing sent */
+  v = engine_put (c, buf, count, offset, &answered);
   pool_put (c);
-  if (r == -1)
-    return -1;
-  if (status >= 200 && status <= 299)
-    return 1;
-  if (status == 400 || status == 405 || status == 501)
-    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
-                  "refused a partial PUT with HTTP %ld: it does not take "
-                  "partial writes (use nbdkit -r to serve it read-only)",
-                  cfg.shown_url, offset, offset + count - 1, status);
-  else
-    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
-                  "answered HTTP %ld", cfg.shown_url, offset,
-                  offset + count - 1, status);
-  return 0;
+  if (v == VERDICT_OK)
+    return PUT_TAKEN;
+  return answered ? PUT_REFUSED : PUT_UNKNOWN;
 }
 
-/* After the write of count bytes at offset: 0 when the object kept its
- * size, 1 when it did not (reported), -1 when the size could not be
- * found (reported).  The size from HEAD, or where HEAD is refused or
- * gives none or 0, from a ranged GET.
+/* After the write of count bytes at offset: whether the object kept its
+ * size (SIZE_CHANGED and SIZE_UNKNOWN reported).  The size from HEAD,
+ * or where HEAD is not served or gives none or 0, from a ranged GET.
  */
-static int
+static enum size_check
 check_size (uint32_t count, uint64_t offset)
 {
   struct object_info now = { .size = -1 };
   struct conn *c = pool_get ();
-  int r;
+  enum verdict v;
 
   if (c == NULL)
-    return -1;                  /* conn_new reported why */
-  r = engine_head (c, &now);
+    return SIZE_UNKNOWN;        /* conn_new reported why */
+  v = engine_head (c, &now);
   /* A 0 from HEAD is confirmed like a missing size, as at start-up
    * (probe.c): some servers say Content-Length: 0 to every HEAD.
    */
-  if (r == 0 && (now.status < 200 || now.status > 299 || now.size <= 0)) {
+  if (v == VERDICT_UNSUPPORTED || (v == VERDICT_OK && now.size <= 0)) {
     char byte;
     uint32_t got;
 
     now.size = -1;
-    r = engine_get_first (c, &now, 0, &byte, 1, &got);
+    v = engine_get_first (c, &now, 0, &byte, 1, &got) == 0
+      ? VERDICT_OK : VERDICT_REFUSED;
   }
   pool_put (c);
-  if (r == -1)
-    return -1;
+  if (v != VERDICT_OK)
+    return SIZE_UNKNOWN;
   if (now.size != object.size) {
     nbdkit_error ("pwrite: %s: the server ignored Content-Range: after "
                   "writing %" PRIu32 " bytes at offset %" PRIu64 " the "
                   "object has %" PRIi64 " bytes, not %" PRIi64 "; no "
                   "further writes will be sent", cfg.shown_url, count,
                   offset, now.size, object.size);
-    return 1;
+    return SIZE_CHANGED;
   }
-  return 0;
+  return SIZE_KEPT;
 }
 
 /* With gate.lock held: leave CHECKING for the outcome of a check of the
  * write of count bytes, which the server took or not.
  */
 static void
-gate_set_locked (int checked, uint32_t count, uint64_t offset,
+gate_set_locked (enum size_check checked, uint32_t count, uint64_t offset,
                  bool accepted)
 {
-  if (checked == 1)
+  if (checked == SIZE_CHANGED)
     gate.state = BROKEN;
-  else if (checked == -1) {
+  else if (checked == SIZE_UNKNOWN) {
     gate.state = UNCONFIRMED;
     gate.count = count;
     gate.offset = offset;
@@ -139,7 +135,8 @@ gate_set_locked (int checked, uint32_t count, uint64_t offset,
 int
 writing_pwrite (const void *buf, uint32_t count, uint64_t offset)
 {
-  int done, checked;
+  enum put_outcome done;
+  enum size_check checked;
 
   pthread_mutex_lock (&gate.lock);
   for (;;) {
@@ -153,7 +150,7 @@ writing_pwrite (const void *buf, uint32_t count, uint64_t offset)
     checked = check_size (gate.count, gate.offset);
     pthread_mutex_lock (&gate.lock);
     gate_set_locked (checked, gate.count, gate.offset, gate.accepted);
-    if (checked == -1) {
+    if (checked == SIZE_UNKNOWN) {
       pthread_mutex_unlock (&gate.lock);
       nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": not sent: "
                     "whether the server took an earlier write as a partial "
@@ -172,7 +169,7 @@ writing_pwrite (const void *buf, uint32_t count, uint64_t offset)
   }
   if (gate.state == CHECKED) {
     pthread_mutex_unlock (&gate.lock);
-    if (put (buf, count, offset) == 1)
+    if (put (buf, count, offset) == PUT_TAKEN)
       return 0;
     errno = EIO;
     return -1;
@@ -184,14 +181,15 @@ writing_pwrite (const void *buf, uint32_t count, uint64_t offset)
 
   done = put (buf, count, offset);
   /* A refused write changed nothing: nothing to check. */
-  checked = done == 1 ? check_size (count, offset) : done == 0 ? 0 : -1;
+  checked = done == PUT_TAKEN ? check_size (count, offset)
+    : done == PUT_REFUSED ? SIZE_KEPT : SIZE_UNKNOWN;
 
   pthread_mutex_lock (&gate.lock);
-  gate_set_locked (checked, count, offset, done == 1);
+  gate_set_locked (checked, count, offset, done == PUT_TAKEN);
   pthread_mutex_unlock (&gate.lock);
-  if (done == 1 && checked == 0)
+  if (done == PUT_TAKEN && checked == SIZE_KEPT)
     return 0;
-  if (done == 1 && checked == -1)
+  if (done == PUT_TAKEN && checked == SIZE_UNKNOWN)
     nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
                   "took the write, but whether it wrote only those bytes "
                   "cannot be confirmed", cfg.shown_url, offset,
