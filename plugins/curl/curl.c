@@ -87,6 +87,7 @@ curl_get_ready (void)
   if (script_init () == -1 || connection_init () == -1 ||
       engine_init () == -1 || pool_init () == -1)
     return -1;
+  prefetch_init ();
   return probe_object ();
 }
 

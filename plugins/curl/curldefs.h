@@ -245,6 +245,7 @@ extern int64_t timing_round_trip (void);
 #define SLOW_NS (2 * 1000000)
 
 /* prefetch.c: read-ahead for sequential streams (see there). */
+extern void prefetch_init (void);
 extern void prefetch_unload (void);
 extern int prefetch_pread (void *buf, uint32_t count, uint64_t offset);
 extern int prefetch_cache (uint32_t count, uint64_t offset);

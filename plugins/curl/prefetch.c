@@ -664,6 +664,12 @@ prefetch_invalidate (uint32_t count, uint64_t offset)
   }
 }
 
+void
+prefetch_init (void)
+{
+  seg_init ();
+}
+
 /* Before the pool goes: stop every segment and wait for its thread. */
 void
 prefetch_unload (void)

@@ -36,7 +36,7 @@
 NBDKIT_DLL_PUBLIC int curl_debug_readahead = 0;
 
 pthread_mutex_t seg_lock = PTHREAD_MUTEX_INITIALIZER;
-pthread_cond_t seg_cond = PTHREAD_COND_INITIALIZER;
+pthread_cond_t seg_cond;        /* on CLOCK_MONOTONIC: see seg_init */
 struct seg seg_table[MAX_SEGS];
 unsigned seg_blocks, seg_peak_blocks;   /* allocated, all segments */
 uint64_t seg_started, seg_fetched;      /* totals, for debug */
@@ -270,6 +270,22 @@ seg_copy_locked (const struct seg *g, char *buf, uint64_t from, uint64_t to)
     buf += n;
     from += n;
   }
+}
+
+/* Before any segment: seg_cond waits on CLOCK_MONOTONIC, the clock of
+ * seg_wait_locked's deadlines (monotonic_ns).  With the default clock
+ * (CLOCK_REALTIME) such a deadline is long past, the wait returns at
+ * once, and a read waiting for its segment spun a core.
+ */
+void
+seg_init (void)
+{
+  pthread_condattr_t attr;
+
+  pthread_condattr_init (&attr);
+  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+  pthread_cond_init (&seg_cond, &attr);
+  pthread_condattr_destroy (&attr);
 }
 
 /* At unload: every segment stopped, its thread joined, memory freed. */

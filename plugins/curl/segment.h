@@ -69,6 +69,7 @@ extern void seg_reap_locked (struct seg *g);
 extern bool seg_wait_locked (struct seg *g, int64_t until);
 extern void seg_copy_locked (const struct seg *g, char *buf, uint64_t from,
                              uint64_t to);
+extern void seg_init (void);
 extern void seg_stop_all_locked (void);
 
 #endif /* SEGMENT_H */
