@@ -226,7 +226,7 @@ extern int engine_get_first (struct conn *c, struct object_info *info,
                              uint32_t *got);
 extern enum verdict engine_put (struct conn *c, const void *buf,
                                uint32_t count, uint64_t offset,
-                               bool *answered);
+                               long *status);
 extern enum verdict engine_get_spans (struct conn *c, struct span *spans,
                                       unsigned nspans);
 extern enum verdict engine_get_stream (struct conn *c, uint64_t first,

@@ -277,13 +277,11 @@ engine_get_first (struct conn *c, struct object_info *info, uint64_t offset,
 }
 
 /* PUT count bytes at offset (Content-Range) on c: the verdict, failures
- * reported.  *answered: the server answered the last try with a status
- * (VERDICT_OK: it took the write; a failure: it refused it, and nothing
- * was written); else whether the write was done is unknown.
+ * reported, and in *status the last answer's status (0 for none).
  */
 enum verdict
 engine_put (struct conn *c, const void *buf, uint32_t count, uint64_t offset,
-            bool *answered)
+            long *status)
 {
   struct xfer x = {
     .q = asking (PUT), .what = "pwrite",
@@ -291,7 +289,7 @@ engine_put (struct conn *c, const void *buf, uint32_t count, uint64_t offset,
   };
   enum verdict v = perform (c, &x);
 
-  *answered = x.a.complete && x.a.rc == CURLE_OK && x.a.status != 0;
+  *status = x.a.complete && x.a.rc == CURLE_OK ? x.a.status : 0;
   return v;
 }
 

@@ -51,24 +51,29 @@ static struct {
 enum put_outcome { PUT_TAKEN, PUT_REFUSED, PUT_UNKNOWN };
 enum size_check { SIZE_KEPT, SIZE_CHANGED, SIZE_UNKNOWN };
 
-/* The PUT of count bytes at offset: taken (2xx), refused by the
- * server's answer (nothing written), or unknown (no answer).  engine_put
- * reports failures, naming a server that takes no partial writes.
+/* The PUT of count bytes at offset: taken (2xx), refused (a 4xx or
+ * 5xx that is no "try again": nothing written), or unknown (no answer,
+ * retries exhausted on 502-504 behind which the write may have been
+ * done, or a redirect not followed: a 303 may come after the write).
+ * engine_put reports failures, naming a server that takes no partial
+ * writes.
  */
 static enum put_outcome
 put (const void *buf, uint32_t count, uint64_t offset)
 {
   struct conn *c = pool_get ();
   enum verdict v;
-  bool answered;
+  long status;
 
   if (c == NULL)
     return PUT_UNKNOWN;         /* conn_new reported why; nothing sent */
-  v = engine_put (c, buf, count, offset, &answered);
+  v = engine_put (c, buf, count, offset, &status);
   pool_put (c);
   if (v == VERDICT_OK)
     return PUT_TAKEN;
-  return answered ? PUT_REFUSED : PUT_UNKNOWN;
+  if ((v == VERDICT_REFUSED || v == VERDICT_UNSUPPORTED) && status >= 400)
+    return PUT_REFUSED;
+  return PUT_UNKNOWN;
 }
 
 /* After the write of count bytes at offset: whether the object kept its
