@@ -17,9 +17,8 @@
  * sequentially is read ahead of (prefetch.c), which NBD_CMD_CACHE asks
  * for too.  Every NBD write is one PUT with
  * "Content-Range: bytes A-B/TOTAL" (TOTAL being "*").  engine.c makes
- * all of these requests; verdict.c judges every answer to a GET, and
- * of HEAD and PUT answers what transient failures are (probe.c and
- * writing.c judge their statuses).
+ * all of these requests, and verdict.c judges every answer (HEAD and
+ * PUT by their status).
  *
  * Threads.  The thread model is parallel: nbdkit runs requests from all
  * clients at once in its own worker threads, and each of those runs its
