@@ -4,8 +4,9 @@
  *
  * The request headers a user may add, with header= or header-script:
  * one line each, a valid name, and none that the plugin sets itself for
- * its own checks.  Pure: tests and both callers (values.c, script.c)
- * get the same answer for the same line.
+ * its own checks.  Pure (no state, no I/O): header= (values.c) and
+ * each line of header-script's output (script.c) get the same answer
+ * for the same line.
  */
 
 #include <config.h>
