@@ -6,7 +6,8 @@
  * answer was so far, shared by the four files that run it.  engine.c
  * builds it and retries it, route.c takes it along the redirect chain,
  * exchange.c sends it once, callbacks.c fills its answer as libcurl
- * hands the answer over.  Nothing outside them sees it.
+ * hands the answer over.  Nothing outside them sees it; timing.c's
+ * functions that they call are declared here too.
  */
 
 #ifndef XFER_H
