@@ -86,10 +86,12 @@ check_size (uint32_t count, uint64_t offset)
   struct object_info now = { .size = -1 };
   struct conn *c = pool_get ();
   enum verdict v;
+  bool known;
 
   if (c == NULL)
     return SIZE_UNKNOWN;        /* conn_new reported why */
   v = engine_head (c, &now);
+  known = v == VERDICT_OK && now.size > 0;
   /* A 0 from HEAD is confirmed like a missing size, as at start-up
    * (probe.c): some servers say Content-Length: 0 to every HEAD.
    */
@@ -98,11 +100,10 @@ check_size (uint32_t count, uint64_t offset)
     uint32_t got;
 
     now.size = -1;
-    v = engine_get_first (c, &now, 0, &byte, 1, &got) == 0
-      ? VERDICT_OK : VERDICT_REFUSED;
+    known = engine_get_first (c, &now, 0, &byte, 1, &got) == 0;
   }
   pool_put (c);
-  if (v != VERDICT_OK)
+  if (!known)
     return SIZE_UNKNOWN;
   if (now.size != object.size) {
     nbdkit_error ("pwrite: %s: the server ignored Content-Range: after "
