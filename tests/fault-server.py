@@ -1349,6 +1349,18 @@ class IgnoreContentRangeHead503(IgnoreContentRange):
             super().do_HEAD()
 
 
+class IgnoreContentRangePut502(Handler):
+    """A PUT replaces the whole object (as IgnoreContentRange) and is
+    then answered 502, as by a gateway whose origin did the write but
+    answered too late: the client cannot tell whether it was done."""
+
+    def write_range(self, offset, body):
+        with file_lock:
+            with open(args.file, "wb") as f:
+                f.write(body)
+        self.answer(502, b"bad gateway\n")
+
+
 MODES = {
     "normal": Handler,
     "reset-some": ResetSome,
@@ -1400,6 +1412,7 @@ MODES = {
     "redirect-drip": RedirectDrip,
     "put-drip": PutDrip,
     "ignore-content-range-head-503": IgnoreContentRangeHead503,
+    "ignore-content-range-put-502": IgnoreContentRangePut502,
     "short-body-large": ShortBodyLarge,
     "drip-large": DripLarge,
 }
