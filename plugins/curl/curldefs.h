@@ -216,6 +216,10 @@ extern int script_url (char **url);
 extern bool script_url_refused (const char *url);
 extern void script_unload (void);
 
+/* spawn.c: one run of a script. */
+extern int spawn_run (const char *what, const char *script,
+                      unsigned iteration, char **out);
+
 /* engine.c: every request the plugin makes goes through these. */
 #define MAX_SPANS 32            /* ranges in one request */
 extern int engine_init (void);
