@@ -34,52 +34,8 @@
  * none of them beside another read of the run.  Random reads never
  * continue a run, so they never start a stream and cost no extra request.
  *
- * Segments.  A stream asks for the bytes ahead of its reads in
- * segments (segment.c): GETs of one range each, every one read by a
- * thread of its own on a connection of the pool into blocks, freed as
- * the reads go past them.  The stream keeps up to its window asked for
- * ahead of the highest read it served, and asks for more when less than
- * three quarters of it is left.  The window starts at four reads (at
- * least MIN_SEG, or half the length of the last stream when that was
- * longer: a client that read on and on before, such as one that went
- * back to the start, is likely to again), and grows to twice the length
- * of the run so far, up to readahead-size=: so it grows every round
- * trip while the client keeps reading, and a client that jumps away has
- * left at most about twice as much unread as it had read.  Over a long
- * round trip the window reaches the bandwidth-delay product after a few
- * round trips and the link stays full (12.5 MB for 1 Gbit/s at 100 ms).
- * readahead-size= bounds what all streams may hold (held_locked); only a
- * read's own bytes may go past it.
- *
- * Reads are served from the segments that hold their bytes, waiting for
- * bytes on their way rather than asking again; whatever part of a read
- * no segment can give (a failed one, past the object's end) is an
- * ordinary read of pool.c.  Only a stream's own reads (from KEEP behind
- * its last one to four reads past it: a client with a few reads in
- * flight sends them in any order) move it on: another client's read,
- * or a random one, that falls into what it asked for is served, and
- * changes nothing else.  A segment serves reads only once its whole
- * answer has come and been judged, as a read's own answer would be: a
- * body cut short is an error, never data, even for the bytes that came
- * (a file truncated or rewritten while the server sent it ends so).
- * So segments are at most MAX_SEG, and up to RUNNING_PER_STREAM of a
- * stream are on their way at once.  A read waits for its segment at
- * most patience_ns (a server that sends large ranges slowly would make
- * it wait longer than its own GET would); then it asks for its own
- * bytes, and the stream stops.  After a segment failed or was too slow,
- * no new stream starts for BACKOFF_NS, doubled each time.  A stream
- * that no read has used for IDLE_NS, or for two round trips when
- * another stream starts (the client went elsewhere), is stopped: its
- * segments' connections are closed, since the rest of their answers
- * will not be read.  Segments after a stream's first end on multiples
- * of BLOCK, so that no block is shared by two.
- *
- * Every segment's answer is judged as every read's is (verdict.c): the
- * status, Content-Range, and the validators the reads are pinned to are
- * checked before any of its bytes is kept.  Once any answer shows that
- * the object changed (remote_changed), every stream and its bytes are
- * dropped.  A write drops every stream whose range it touches, before
- * and after its PUT (curl.c).
+ * Streams (stream.c) ask for the bytes ahead of a run's reads and serve
+ * them.
  *
  * NBD_CMD_CACHE (nbdkit's readahead and scan filters send it) starts a
  * stream at its offset, or lets the one there ask ahead up to its end,
@@ -88,53 +44,18 @@
 
 #include <config.h>
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include <nbdkit-plugin.h>
 
 #include "curldefs.h"
 #include "segment.h"
 
-#define MAX_STREAMS 4
-#define RUNNING_PER_STREAM 8    /* GETs in flight for one stream */
 #define MAX_RUNS 8
 #define MAX_QD 4                /* see Detection */
 #define FAR_ANSWERED 2          /* see Detection */
 #define NEAR_ANSWERED 16
-#define MIN_SEG (128 * 1024)
-/* A read waits for the whole of its segment's answer (see Segments):
- * 4 MiB take 34 ms at 1 Gbit/s.
- */
-#define MAX_SEG (4 * 1024 * 1024)
-/* Bytes kept behind the highest read served, for reads a little behind
- * it (a client with a few reads in flight).
- */
-#define KEEP (2 * BLOCK)
-#define STALE_MIN_NS (20 * INT64_C (1000000))
-/* See find_locked. */
-#define LATE_READS 64
-/* See patience_ns. */
-#define PATIENCE_MIN_NS (1000 * INT64_C (1000000))
-/* After a segment failed or was too slow for a read, no stream starts
- * for this long (doubled each time, up to MAX_BACKOFF_NS).
- */
-#define BACKOFF_NS (1000 * INT64_C (1000000))
-#define MAX_BACKOFF_NS (30 * INT64_C (1000000000))
-
-struct stream {
-  struct seg_owner o;           /* first: abandon, used_ns, start... */
-  bool used;
-  bool retiring;                /* asks for nothing more (see Detection) */
-  uint64_t consumed;            /* the highest end of a read served */
-  uint64_t next;                /* the end of what it asked for */
-  uint64_t hint;                /* NBD_CMD_CACHE asked up to here */
-  uint64_t window;
-  uint64_t served;
-};
 
 /* A run of reads that continue each other. */
 struct run {
@@ -145,17 +66,12 @@ struct run {
   int64_t at;                   /* its last read, 0 for none */
 };
 
+/* With seg_lock held. */
 static struct {
-  struct stream st[MAX_STREAMS];
   struct run runs[MAX_RUNS];
   unsigned inside;              /* reads in prefetch_pread now */
   int64_t busy_ns;              /* when more than MAX_QD were, last */
-  uint64_t last_run;            /* the last stream served so far */
-  int64_t last_run_ns;          /* ... when it last served */
   unsigned changed_seen;        /* remote_changed's count, acted on */
-  int64_t fail_until;           /* no new stream before this */
-  int64_t backoff_ns;
-  uint64_t streams, served;     /* totals, for debug */
   uint64_t runs_made;
 } ra;
 
@@ -164,330 +80,6 @@ enabled (void)
 {
   return cfg.readahead_size > 0 && !cfg.is_file && object.size > 0;
 }
-
-static uint64_t
-min64 (uint64_t a, uint64_t b)
-{
-  return a < b ? a : b;
-}
-
-static uint64_t
-max64 (uint64_t a, uint64_t b)
-{
-  return a > b ? a : b;
-}
-
-/* ---------------------------------------------------------------- */
-/* Streams. */
-
-static void
-abandon_stream_locked (struct stream *st)
-{
-  unsigned i;
-
-  st->o.abandon = true;
-  for (i = 0; i < MAX_SEGS; i++)
-    if (seg_table[i].used && seg_table[i].owner == &st->o)
-      seg_abandon_locked (&seg_table[i]);
-}
-
-/* A segment of st failed, or was too slow for a read: st stops, and no
- * new stream starts for a while (BACKOFF_NS, doubled each time); the
- * reads are ordinary ones meanwhile, with their retries.
- */
-static void
-back_off_locked (struct stream *st)
-{
-  ra.backoff_ns = ra.backoff_ns == 0 ? BACKOFF_NS
-    : min64 (2 * ra.backoff_ns, MAX_BACKOFF_NS);
-  ra.fail_until = monotonic_ns () + ra.backoff_ns;
-  if (curl_debug_readahead)
-    nbdkit_debug ("read-ahead: stream from %" PRIu64 " failed: none "
-                  "starts for %" PRIi64 " ms", st->o.start,
-                  ra.backoff_ns / 1000000);
-  abandon_stream_locked (st);
-}
-
-/* What the streams may hold, over all of them: the bytes asked for
- * and not read yet, and behind the reads KEEP and the blocks the last
- * reads went only part way into.
- */
-static uint64_t
-held_locked (void)
-{
-  uint64_t sum = 0;
-  unsigned i;
-
-  for (i = 0; i < MAX_STREAMS; i++) {
-    const struct stream *st = &ra.st[i];
-
-    if (!st->used || st->o.abandon)
-      continue;
-    sum += KEEP + 2 * BLOCK;
-    if (st->next > st->consumed)
-      sum += st->next - st->consumed;
-  }
-  return sum;
-}
-
-/* Ask for more ahead of st: up to its window (or its cache hint) past
- * what it served, within readahead-size= over all streams, and at least
- * up to need (the end of a read waiting for it).
- */
-static void
-feed_locked (struct stream *st, uint64_t need)
-{
-  uint64_t target = st->consumed + st->window, held, room, size, end;
-
-  if (st->o.abandon || st->retiring)
-    return;
-  if (st->hint > target)
-    target = min64 (st->hint, st->consumed + cfg.readahead_size);
-  held = held_locked ();
-  room = held < cfg.readahead_size ? cfg.readahead_size - held : 0;
-  target = min64 (target, st->next + room);
-  target = min64 (max64 (target, need), (uint64_t) object.size);
-  /* Segments of at least a quarter of the window, asked for when less
-   * than three quarters of it is left, unless a read waits.
-   */
-  while (st->next < target && st->o.nrunning < RUNNING_PER_STREAM) {
-    size = target - st->next;
-    if (st->next >= need && size < min64 (st->window / 4, MAX_SEG) &&
-        target < (uint64_t) object.size)
-      break;
-    /* Near the reads small segments, whose answers are whole soon;
-     * further ahead up to MAX_SEG.
-     */
-    size = min64 (size, max64 (st->next - min64 (st->next, st->consumed),
-                               MIN_SEG));
-    size = min64 (size, MAX_SEG);
-    /* Segments after the first end on a multiple of BLOCK, so that no
-     * block is shared by two of them.
-     */
-    end = st->next + size;
-    if (end < (uint64_t) object.size && end - end % BLOCK > st->next)
-      size = end - end % BLOCK - st->next;
-    if (!seg_start_locked (&st->o, st->next, st->next + size))
-      break;
-    if (curl_debug_readahead)
-      nbdkit_debug ("read-ahead: stream from %" PRIu64 " asks for %" PRIu64
-                    "-%" PRIu64, st->o.start, st->next, st->next + size - 1);
-    st->next += size;
-  }
-}
-
-static void
-free_stream_locked (struct stream *st)
-{
-  if (curl_debug_readahead)
-    nbdkit_debug ("read-ahead: stream from %" PRIu64 " ends: fetched %"
-                  PRIu64 ", served %" PRIu64 " bytes; %u KiB held in all",
-                  st->o.start, st->o.fetched, st->served,
-                  seg_blocks * (BLOCK / 1024));
-  st->used = false;
-}
-
-/* Streams that no read used for long enough are stopped (IDLE_NS, or
- * two round trips when the client started another stream, started:
- * it went elsewhere), finished segments freed, and streams without
- * segments left freed.
- */
-static void
-tidy_locked (int64_t now, const struct stream *started)
-{
-  int64_t stale = 2 * timing_round_trip ();
-  unsigned i;
-
-  if (stale < STALE_MIN_NS)
-    stale = STALE_MIN_NS;
-  for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *st = &ra.st[i];
-
-    if (st->used && st != started && !st->o.abandon &&
-        (now - st->o.used_ns > (started != NULL ? stale : IDLE_NS) ||
-         (st->retiring && st->o.nrunning == 0 && st->consumed >= st->next)))
-      abandon_stream_locked (st);
-  }
-  for (i = 0; i < MAX_SEGS; i++) {
-    struct seg *g = &seg_table[i];
-
-    if (g->used && !g->running &&
-        (g->owner->abandon || g->base >= g->end ||
-         g->end + KEEP <= ((struct stream *) g->owner)->consumed))
-      seg_reap_locked (g);
-  }
-  for (i = 0; i < MAX_STREAMS; i++)
-    if (ra.st[i].used && ra.st[i].o.abandon && ra.st[i].o.nsegs == 0)
-      free_stream_locked (&ra.st[i]);
-}
-
-/* One of st's GETs ended (segment.c). */
-static void
-stream_ended (struct seg_owner *o, bool ok, bool failed)
-{
-  struct stream *st = (struct stream *) o;
-
-  if (failed)
-    back_off_locked (st);
-  else if (ok)
-    ra.backoff_ns = 0;
-  /* Its connection is free: what the stream still wants (a cache
-   * request's range, say) may go out on it.
-   */
-  feed_locked (st, 0);
-}
-
-static struct stream *
-stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
-{
-  struct stream *st = NULL;
-  unsigned i;
-
-  if (now < ra.fail_until)
-    return NULL;
-  for (i = 0; i < MAX_STREAMS && st == NULL; i++)
-    if (!ra.st[i].used)
-      st = &ra.st[i];
-  if (st == NULL)
-    return NULL;
-  *st = (struct stream) {
-    .o = { .start = offset, .used_ns = now, .ended = stream_ended },
-    .used = true, .consumed = offset, .next = offset,
-    .window = max64 (max64 (4 * (uint64_t) count, MIN_SEG),
-                     now - ra.last_run_ns > IDLE_NS ? 0
-                     : min64 (ra.last_run / 2, cfg.readahead_size)),
-  };
-  ra.streams++;
-  if (curl_debug_readahead)
-    nbdkit_debug ("read-ahead: stream from %" PRIu64 " starts, window %"
-                  PRIu64 " KiB; %u KiB held in all, at most %" PRIu64
-                  " KiB asked for ahead", offset, st->window / 1024,
-                  seg_blocks * (BLOCK / 1024), cfg.readahead_size / 1024);
-  return st;
-}
-
-/* The stream that [offset, offset+count) continues (*own: at most KEEP
- * behind its last read or four reads past it), else one that asked for
- * its bytes anyway (another client's read, a random one: served, but it
- * moves the stream on in nothing).
- */
-static struct stream *
-find_locked (uint64_t offset, uint32_t count, bool *own, bool *behind)
-{
-  unsigned i;
-
-  for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *st = &ra.st[i];
-
-    if (!st->used || st->o.abandon || offset < st->o.start)
-      continue;
-    /* A read that the stream went past lately (one of a few in flight
-     * that came late: on a busy machine seen 30 reads behind) is not a
-     * new stream's start.  One further back (a client that reads a file
-     * again) may start one.
-     */
-    if (offset + KEEP < st->consumed) {
-      if (offset + KEEP + LATE_READS * (uint64_t) count >= st->consumed)
-        *behind = true;
-      continue;
-    }
-    *own = offset <= st->consumed + 4 * (uint64_t) count;
-    if (*own || offset + count <= st->next)
-      return st;
-  }
-  return NULL;
-}
-
-static struct seg *
-seg_at_locked (const struct stream *st, uint64_t pos)
-{
-  unsigned i;
-
-  for (i = 0; i < MAX_SEGS; i++) {
-    struct seg *g = &seg_table[i];
-
-    if (g->used && g->owner == &st->o && !g->abandon && g->start <= pos &&
-        pos < g->end)
-      return g;
-  }
-  return NULL;
-}
-
-/* How long a read waits for its segment's whole answer before it asks
- * for its own bytes instead: what a slow answer may cost it over an
- * ordinary read (a server that sends large ranges slowly).
- */
-static int64_t
-patience_ns (void)
-{
-  int64_t p = 4 * timing_round_trip ();
-
-  if (p < PATIENCE_MIN_NS)
-    p = PATIENCE_MIN_NS;
-  if (p > (int64_t) cfg.timeout * 1000000000)
-    p = (int64_t) cfg.timeout * 1000000000;
-  return p;
-}
-
-/* Serve what st can of the read, in order, waiting for bytes on their
- * way: the bytes served from its start.  Only its own reads move the
- * stream on.
- */
-static uint32_t
-serve_locked (struct stream *st, char *buf, uint32_t count, uint64_t offset,
-              bool own)
-{
-  uint64_t pos = offset, end = offset + count, want;
-  int64_t until = monotonic_ns () + patience_ns ();
-  unsigned i;
-
-  if (own) {
-    /* Reads skipped forward past what was asked for: ask from here. */
-    if (offset > st->next)
-      st->next = offset;
-    st->o.used_ns = monotonic_ns ();
-    feed_locked (st, end);
-  }
-  while (pos < end) {
-    struct seg *g = seg_at_locked (st, pos);
-    unsigned gen;
-
-    if (g == NULL)
-      break;
-    gen = g->gen;
-    want = min64 (end, g->end);
-    if (!seg_wait_locked (g, until)) {
-      if (g->gen == gen && !g->abandon)
-        back_off_locked (st);
-      break;
-    }
-    if (g->gen != gen || g->failed || g->got < g->end || pos < g->base)
-      break;
-    seg_copy_locked (g, buf + (pos - offset), pos, want);
-    pos = want;
-  }
-  if (pos == offset)
-    return 0;
-  ra.served += pos - offset;
-  if (!own)
-    return pos - offset;
-  st->served += pos - offset;
-  st->consumed = max64 (st->consumed, pos);
-  ra.last_run = st->consumed - st->o.start;
-  ra.last_run_ns = monotonic_ns ();
-  st->window = min64 (max64 (st->window, 2 * (st->consumed - st->o.start)),
-                      cfg.readahead_size);
-  st->o.used_ns = monotonic_ns ();
-  for (i = 0; i < MAX_SEGS; i++)
-    if (seg_table[i].used && seg_table[i].owner == &st->o &&
-        st->consumed > KEEP)
-      seg_release_below_locked (&seg_table[i], st->consumed - KEEP);
-  feed_locked (st, 0);
-  return pos - offset;
-}
-
-/* ---------------------------------------------------------------- */
-/* Reads and the rest. */
 
 /* The run that [offset, offset+count) continues, or a new one in the
  * oldest's place.
@@ -515,29 +107,6 @@ run_locked (uint64_t offset, uint32_t count, int64_t now, bool *continues)
   return oldest;
 }
 
-/* A client with many reads in flight fills the link itself, and needs
- * the pool's connections for them: the streams ask for nothing more,
- * but what they asked for comes in whole (closing a connection in the
- * middle of an answer would cost a new one) and is served.
- */
-static void
-retire_all_locked (void)
-{
-  unsigned i;
-
-  for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *st = &ra.st[i];
-
-    if (st->used && !st->o.abandon && !st->retiring) {
-      st->retiring = true;
-      if (curl_debug_readahead)
-        nbdkit_debug ("read-ahead: stream from %" PRIu64 " asks for "
-                      "nothing more: %u reads in flight", st->o.start,
-                      ra.inside);
-    }
-  }
-}
-
 /* Whether run r has shown a client that waits for its answers (see
  * Detection).
  */
@@ -546,8 +115,8 @@ enough_answered_locked (const struct run *r, int64_t now)
 {
   if (timing_round_trip () < SLOW_NS)
     return r->most == 1 && r->answered >= NEAR_ANSWERED;
-  if (now - ra.last_run_ns <= IDLE_NS)
-    return r->answered >= 1;    /* a stream served lately */
+  if (stream_served_lately (now))
+    return r->answered >= 1;
   return r->answered >= FAR_ANSWERED;
 }
 
@@ -555,14 +124,12 @@ enough_answered_locked (const struct run *r, int64_t now)
 static void
 check_changed_locked (void)
 {
-  unsigned n = remote_changed (), i;
+  unsigned n = remote_changed ();
 
   if (n == ra.changed_seen)
     return;
   ra.changed_seen = n;
-  for (i = 0; i < MAX_STREAMS; i++)
-    if (ra.st[i].used)
-      abandon_stream_locked (&ra.st[i]);
+  stream_drop_all_locked ();
 }
 
 int
@@ -583,23 +150,23 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
   now = monotonic_ns ();
   if (++ra.inside > MAX_QD) {
     ra.busy_ns = now;
-    retire_all_locked ();
+    stream_retire_all_locked (ra.inside);
   }
   check_changed_locked ();
   r = run_locked (offset, count, now, &continues);
   run_id = r->id;
   if (++r->inflight > r->most)
     r->most = r->inflight;
-  st = find_locked (offset, count, &own, &behind);
+  st = stream_find_locked (offset, count, &own, &behind);
   if (st == NULL && cfg.readahead && continues && !behind &&
       now - ra.busy_ns > IDLE_NS && enough_answered_locked (r, now)) {
     st = stream_start_locked (offset, count, now);
     own = true;
     started = st;
   }
-  tidy_locked (now, started);
-  if (st != NULL && !st->o.abandon)
-    done = serve_locked (st, buf, count, offset, own);
+  stream_tidy_locked (now, started);
+  if (st != NULL)
+    done = stream_serve_locked (st, buf, count, offset, own);
   pthread_mutex_unlock (&seg_lock);
 
   if (done < count)
@@ -631,19 +198,15 @@ prefetch_cache (uint32_t count, uint64_t offset)
   LOCK_FOR_SCOPE (&seg_lock);
   now = monotonic_ns ();
   check_changed_locked ();
-  st = find_locked (offset, count, &own, &behind);
+  st = stream_find_locked (offset, count, &own, &behind);
   if (st != NULL && !own)
     return 0;                   /* asked for already */
   if (st == NULL)
     st = stream_start_locked (offset, 0, now);
-  tidy_locked (now, st);
+  stream_tidy_locked (now, st);
   if (st == NULL)
     return 0;
-  if (offset > st->next)
-    st->next = offset;
-  st->hint = max64 (st->hint, offset + count);
-  st->o.used_ns = now;
-  feed_locked (st, 0);
+  stream_hint_locked (st, offset, count, now);
   return 0;
 }
 
@@ -653,15 +216,8 @@ prefetch_cache (uint32_t count, uint64_t offset)
 void
 prefetch_invalidate (uint32_t count, uint64_t offset)
 {
-  unsigned i;
-
   LOCK_FOR_SCOPE (&seg_lock);
-  for (i = 0; i < MAX_SEGS; i++) {
-    struct seg *g = &seg_table[i];
-
-    if (g->used && offset < g->end && offset + count > g->start)
-      abandon_stream_locked ((struct stream *) g->owner);
-  }
+  stream_drop_range_locked (offset, count);
 }
 
 void
@@ -674,16 +230,6 @@ prefetch_init (void)
 void
 prefetch_unload (void)
 {
-  unsigned i;
-
   LOCK_FOR_SCOPE (&seg_lock);
-  for (i = 0; i < MAX_STREAMS; i++)
-    if (ra.st[i].used)
-      ra.st[i].o.abandon = true;
-  seg_stop_all_locked ();
-  if (curl_debug_readahead && ra.streams > 0)
-    nbdkit_debug ("read-ahead: %" PRIu64 " streams in %" PRIu64
-                  " GETs fetched %" PRIu64 " bytes and served %" PRIu64
-                  "; at most %u KiB held", ra.streams, seg_started,
-                  seg_fetched, ra.served, seg_peak_blocks * (BLOCK / 1024));
+  stream_stop_all_locked ();
 }

@@ -5,12 +5,12 @@
  * Read-ahead's GETs (segments): each asks for one range, on a connection
  * of the pool, in a thread of its own, and keeps the answer's bytes in
  * blocks of BLOCK bytes as they come, freed as the reads go past them.
- * What to ask for, and which reads a segment serves, is prefetch.c's;
- * its lock (seg_lock) guards both.
+ * What to ask for, and which reads a segment serves, is stream.c's;
+ * its lock (seg_lock) guards read-ahead's state in all three files.
  *
  * A segment's answer is judged as every read's is (callbacks.c,
  * verdict.c); a segment that stopped early or failed holds nothing a
- * read may take (prefetch.c serves a segment only once its GET ended
+ * read may take (stream.c serves a segment only once its GET ended
  * well).  It stops when nbdkit does, when it or its stream was
  * abandoned, and when no read has used its stream for IDLE_NS and none
  * waits on it: a client that stopped reading would never read the rest
@@ -31,7 +31,7 @@
 #include "segment.h"
 
 /* -D curl.readahead=1: each stream's start and end, what it fetched and
- * served, and the memory in use (prefetch.c prints most of it).
+ * served, and the memory in use (stream.c prints most of it).
  */
 NBDKIT_DLL_PUBLIC int curl_debug_readahead = 0;
 

@@ -2,8 +2,9 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * What prefetch.c and segment.c share: read-ahead's GETs (segments) and
- * the lock that guards them and the streams.
+ * What read-ahead's three files share: prefetch.c (when a stream
+ * starts), stream.c (what it asks for and serves) and segment.c (its
+ * GETs), and the lock that guards them all.
  */
 
 #ifndef SEGMENT_H
@@ -18,7 +19,7 @@
 /* A stream that no read has used for this long is stopped. */
 #define IDLE_NS (1000 * INT64_C (1000000))
 
-/* What a segment knows of the stream that asked for it (prefetch.c's
+/* What a segment knows of the stream that asked for it (stream.c's
  * struct stream starts with one).  With seg_lock held.
  */
 struct seg_owner {
@@ -71,5 +72,23 @@ extern void seg_copy_locked (const struct seg *g, char *buf, uint64_t from,
                              uint64_t to);
 extern void seg_init (void);
 extern void seg_stop_all_locked (void);
+
+/* stream.c: all with seg_lock held. */
+struct stream;
+extern struct stream *stream_find_locked (uint64_t offset, uint32_t count,
+                                          bool *own, bool *behind);
+extern struct stream *stream_start_locked (uint64_t offset, uint32_t count,
+                                           int64_t now);
+extern uint32_t stream_serve_locked (struct stream *st, char *buf,
+                                     uint32_t count, uint64_t offset,
+                                     bool own);
+extern void stream_hint_locked (struct stream *st, uint64_t offset,
+                                uint32_t count, int64_t now);
+extern void stream_tidy_locked (int64_t now, const struct stream *started);
+extern void stream_retire_all_locked (unsigned inflight);
+extern bool stream_served_lately (int64_t now);
+extern void stream_drop_all_locked (void);
+extern void stream_drop_range_locked (uint64_t offset, uint32_t count);
+extern void stream_stop_all_locked (void);
 
 #endif /* SEGMENT_H */
