@@ -201,12 +201,17 @@ extern void connection_unload (void);
 extern struct conn *conn_new (void);
 extern void conn_free (struct conn *c);
 extern void conn_stop (void);
-extern void conn_want_spares (unsigned n);
-extern unsigned conn_spares (void);
-extern void conn_drop_spares (void);
 extern bool conn_took_spare (struct conn *c);
-extern void conn_spare_timer (void);
-extern int64_t monotonic_ns (void);
+
+/* spares.c: connections opened beside the probe, for the pool. */
+extern void spares_want (unsigned n);
+extern void spares_open_to (const char *ip, int port);
+extern curl_socket_t spares_take (const struct curl_sockaddr *a);
+extern unsigned spares_count (void);
+extern void spares_drop (void);
+extern void spares_start_timer (void);
+extern void spares_stop (void);
+extern void spares_unload (void);
 
 /* script.c: header-script, cookie-script and url-script. */
 extern int script_init (void);
@@ -239,9 +244,10 @@ extern enum verdict engine_get_stream (struct conn *c, uint64_t first,
                                                      const char *, size_t),
                                        void *opaque);
 
-/* timing.c: how long requests take. */
+/* timing.c: how long requests take, and the clock for them. */
 extern int64_t timing_answer_wait_ns (struct conn *c);
 extern int64_t timing_round_trip (void);
+extern int64_t monotonic_ns (void);
 /* A server at least SLOW_NS away (timing_round_trip): further than
  * loopback or a LAN, which answer well within a millisecond; users'
  * remote images are 10-150 ms away.  pool.c and prefetch.c.

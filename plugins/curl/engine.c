@@ -130,7 +130,7 @@ perform_on (struct conn *c, struct xfer *x)
       nbdkit_debug ("%s: %s%s: %s: the spare connection had been closed: "
                     "asking again on a new connection", x->what,
                     cfg.shown_url, where, x->why);
-      conn_drop_spares ();
+      spares_drop ();
       fresh = true;
       curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
       continue;

@@ -204,11 +204,11 @@ pool_start (void)
                   rtt / 1000000, rtt / 1000 % 1000,
                   rtt >= SLOW_NS ? "a distant" : "a near");
   if (rtt < FAR_NS)
-    conn_drop_spares ();
-  else if (conn_spares () > 0) {
+    spares_drop ();
+  else if (spares_count () > 0) {
     nbdkit_debug ("%s: answers take %" PRIi64 " ms: %u spare connections "
-                  "open", cfg.shown_url, rtt / 1000000, conn_spares ());
-    conn_spare_timer ();
+                  "open", cfg.shown_url, rtt / 1000000, spares_count ());
+    spares_start_timer ();
   }
   LOCK_FOR_SCOPE (&pool.lock);
   pool.slow = rtt >= SLOW_NS;

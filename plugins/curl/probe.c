@@ -81,9 +81,9 @@ probe_object (void)
    * answer (see "Spare connections" in connection.c).
    */
   if (!cfg.is_file)
-    conn_want_spares (cfg.connections - 1);
+    spares_want (cfg.connections - 1);
   r = probe_on (c);
-  conn_want_spares (0);
+  spares_want (0);
   pool_put (c);
   return r;
 }

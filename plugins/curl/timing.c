@@ -125,3 +125,13 @@ timing_round_trip (void)
 {
   return cfg.is_file || probe_wait_ns < 0 ? 0 : probe_wait_ns;
 }
+
+/* CLOCK_MONOTONIC in nanoseconds: every deadline and age in the plugin. */
+int64_t
+monotonic_ns (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * INT64_C (1000000000) + ts.tv_nsec;
+}
