@@ -408,24 +408,59 @@ empty_objects (void)
   EXPECT (q, a, VERDICT_REFUSED, "HTTP 416");
 }
 
+/* Feed the multipart parser of a (206 multipart/byteranges, boundary
+ * XYZ, asked for bytes 0-9, 100-109 and 200-209 of 1000) the first
+ * sent of those parts, then more; a's parser starts afresh.
+ */
+static struct answer
+parts (struct answer a, unsigned sent, const char *more)
+{
+  static struct span spans[3];
+  char part[128];
+  unsigned i;
+
+  for (i = 0; i < 3; i++)
+    spans[i] = (struct span) { .first = 100 * i, .last = 100 * i + 9 };
+  multipart_start (&a.mp, a.boundary, spans, 3, 1000);
+  for (i = 0; i < sent; i++) {
+    snprintf (part, sizeof part, "--XYZ\r\nContent-Range: bytes %u-%u/1000"
+              "\r\n\r\n0123456789\r\n", 100 * i, 100 * i + 9);
+    multipart_feed (&a.mp, part, strlen (part));
+  }
+  multipart_feed (&a.mp, more, strlen (more));
+  return a;
+}
+
 static void
 several_ranges (void)
 {
   struct asked q = get (0, 9);
-  struct answer a;
+  struct answer a, e;
 
   q.nranges = 3;
+  /* The parser's state is the answer's: the verdict reads it there. */
   a = headers (206, "Content-Type: multipart/byteranges; boundary=XYZ",
                "ETag: " ETAG, NULL);
   EXPECT (q, a, VERDICT_PARTS, NULL);
-  a.parts_why = "multipart answer: ranges missing";
-  a = ended (a, 500, CURLE_OK);
-  EXPECT (q, a, VERDICT_NOT_THE_PARTS_ASKED_FOR, "ranges missing");
-  a.parts_complete = true;
+  a = parts (a, 1, "");
   EXPECT (q, a, VERDICT_PARTS, NULL);
-  a.parts_refused = true;
-  a.parts_why = "multipart answer: a part outside the ranges asked for";
-  EXPECT (q, a, VERDICT_NOT_THE_PARTS_ASKED_FOR, "outside");
+  e = ended (a, 100, CURLE_OK);
+  multipart_complete (&e.mp);           /* as exchange.c at the end */
+  EXPECT (q, e, VERDICT_NOT_THE_PARTS_ASKED_FOR, "before the close delim");
+  a = parts (a, 2, "--XYZ--\r\n");
+  e = ended (a, 200, CURLE_OK);
+  multipart_complete (&e.mp);           /* as exchange.c at the end */
+  EXPECT (q, e, VERDICT_NOT_THE_PARTS_ASKED_FOR, "ranges missing");
+  a = parts (a, 3, "--XYZ--\r\n");
+  EXPECT (q, a, VERDICT_PARTS, NULL);
+  e = ended (a, 300, CURLE_OK);
+  multipart_complete (&e.mp);           /* as exchange.c at the end */
+  EXPECT (q, e, VERDICT_PARTS, NULL);
+  a = parts (a, 1, "--XYZ\r\nContent-Range: bytes 50-59/1000\r\n\r\n");
+  EXPECT (q, a, VERDICT_NOT_THE_PARTS_ASKED_FOR, "not one of the ranges");
+  e = ended (a, 100, CURLE_OK);
+  multipart_complete (&e.mp);           /* as exchange.c at the end */
+  EXPECT (q, e, VERDICT_NOT_THE_PARTS_ASKED_FOR, "not one of the ranges");
 
   /* One range (merged, or only the first) for several asked. */
   a = headers (206, "Content-Range: bytes 0-99/1000", "ETag: " ETAG, NULL);

@@ -40,14 +40,11 @@ ignore_body (struct xfer *x)
     clock_gettime (CLOCK_MONOTONIC, &x->ignoring_since);
 }
 
-/* Bodies that carry none of the object's bytes: of HEAD and PUT, of
- * redirects, and of the answer that proves the object empty.
- */
+/* Bodies that carry none of the object's bytes (verdict.c says which). */
 static bool
 body_ignored (const struct xfer *x)
 {
-  return x->q.method != GET || x->v == VERDICT_REDIRECT ||
-    x->v == VERDICT_EMPTY;
+  return !verdict_body_has_bytes (&x->q, x->v);
 }
 
 /* Judge the answer as far as it came: false if it is refused. */
@@ -68,9 +65,8 @@ headers_end (struct xfer *x)
   if (!callbacks_judge (x))
     return false;
   if (x->v == VERDICT_PARTS) {
-    multipart_start (&x->mp, x->a.boundary, x->spans, x->q.nranges,
+    multipart_start (&x->a.mp, x->a.boundary, x->spans, x->q.nranges,
                      x->q.expect_total);
-    x->a.parts_why = x->mp.why;
   }
   if (body_ignored (x))
     ignore_body (x);
@@ -202,8 +198,8 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
   /* Over HTTP the headers were judged already; file:// has none. */
   if (!x->a.headers_done)
     x->a.body_early = true;
-  if (x->v == VERDICT_PARTS && !multipart_feed (&x->mp, data, len))
-    x->a.parts_refused = true;
+  if (x->v == VERDICT_PARTS)
+    multipart_feed (&x->a.mp, data, len);     /* refusals: a.mp.refused */
   if (!callbacks_judge (x))
     return 0;
   if (x->sink != NULL) {

@@ -127,14 +127,6 @@ struct read_req {
   struct read_req *next;        /* in the queue */
 };
 
-/* One contiguous byte range of a request, covering one or more reads. */
-struct span {
-  uint64_t first, last;         /* inclusive, as in HTTP */
-  struct read_req **reqs;
-  unsigned nreqs;
-  bool filled;
-};
-
 struct conn;
 extern int pool_init (void);
 extern void pool_start (void);
@@ -143,50 +135,6 @@ extern struct conn *pool_get (void);
 extern struct conn *pool_try_get (void);
 extern void pool_put (struct conn *c);
 extern int pool_pread (void *buf, uint32_t count, uint64_t offset);
-
-/* ranges.c: byte-range answers. */
-extern int64_t parse_number (const char *p, const char **end);
-extern bool parse_content_range (const char *v, uint64_t *first,
-                                 uint64_t *last, int64_t *total);
-extern void span_scatter (const struct span *s, uint64_t pos,
-                          const char *data, size_t len);
-extern bool parse_multipart_type (const char *v, char *boundary,
-                                  size_t size);
-
-struct multipart {
-  enum {
-    MP_PREAMBLE,                /* lines before the first delimiter */
-    MP_HEADERS,                 /* a part's header lines */
-    MP_DATA,                    /* a part's bytes, counted */
-    MP_BREAK,                   /* the line break right after them */
-    MP_DELIM,                   /* then a delimiter line, nothing else */
-    MP_END,                     /* the epilogue, ignored */
-  } state;
-  char delim[80];               /* "--" BOUNDARY */
-  struct span *spans;
-  unsigned nspans, nfilled;
-  int64_t total;                /* expected Content-Range total, or -1 */
-  char line[1024];
-  size_t linelen;
-  unsigned preamble_lines;
-  unsigned header_lines;        /* of the current part */
-  uint64_t epilogue;            /* bytes after the close delimiter */
-  bool crlf;                    /* framing: CRLF, else a bare LF */
-  unsigned breakpos;            /* MP_BREAK: its bytes seen so far */
-  bool part_range_seen;         /* a Content-Range header, valid or not */
-  bool part_has_range;          /* a valid one */
-  uint64_t part_first, part_last;
-  int64_t part_total;
-  struct span *cur;             /* MP_DATA: the part's span */
-  uint64_t pos;                 /* bytes of it received */
-  char why[128];                /* why the answer was refused */
-};
-extern void multipart_start (struct multipart *mp, const char *boundary,
-                             struct span *spans, unsigned nspans,
-                             int64_t total);
-extern bool multipart_feed (struct multipart *mp, const char *data,
-                            size_t len);
-extern bool multipart_complete (struct multipart *mp);
 
 /* connection.c: the easy handles, each with its own connection. */
 struct conn {

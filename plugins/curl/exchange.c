@@ -200,7 +200,7 @@ exchange_one (struct conn *c, struct xfer *x, const char *url,
   x->a.rc_text = curl_easy_strerror (rc);
   x->a.errbuf = c->errbuf;
   if (x->v == VERDICT_PARTS)
-    x->a.parts_complete = multipart_complete (&x->mp);
+    multipart_complete (&x->a.mp);      /* a.mp.complete, or a.mp.why */
   if (callbacks_judge (x))
     return 0;
   if (x->v == VERDICT_OBJECT_CHANGED)

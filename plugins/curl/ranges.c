@@ -196,6 +196,7 @@ static bool
 refuse (struct multipart *mp, const char *why)
 {
   snprintf (mp->why, sizeof mp->why, "multipart answer: %s", why);
+  mp->refused = true;
   return false;
 }
 
@@ -404,6 +405,8 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
 bool
 multipart_complete (struct multipart *mp)
 {
+  if (mp->refused)
+    return false;               /* keep the first reason */
   /* The close delimiter need not end with a line break. */
   if (mp->state == MP_DELIM && mp->linelen > 0 &&
       memchr (mp->line, '\0', mp->linelen) == NULL) {
@@ -415,5 +418,6 @@ multipart_complete (struct multipart *mp)
     return refuse (mp, "the body ended before the close delimiter");
   if (mp->nfilled != mp->nspans)
     return refuse (mp, "ranges missing");
+  mp->complete = true;
   return true;
 }

@@ -455,9 +455,19 @@ judge_headers (const struct asked *q, const struct answer *a, char *why,
   return VERDICT_OK;
 }
 
+/* Whether the body of an answer judged v (not a failure) carries the
+ * object's bytes: not a HEAD's or a PUT's, a redirect's, or that of a
+ * proof that the object is empty.  callbacks.c ignores those bodies
+ * (reads them to their end, within limits), and they are not judged.
+ */
+bool
+verdict_body_has_bytes (const struct asked *q, enum verdict v)
+{
+  return q->method == GET && v != VERDICT_REDIRECT && v != VERDICT_EMPTY;
+}
+
 /* The body as far as it came, after headers that gave v (not a
- * failure).  Bodies that carry none of the object's bytes are not
- * judged.
+ * failure).
  */
 static enum verdict
 judge_body (const struct asked *q, const struct answer *a, enum verdict v,
@@ -465,14 +475,14 @@ judge_body (const struct asked *q, const struct answer *a, enum verdict v,
 {
   uint64_t count = expected_bytes (q, a);
 
-  if (q->method != GET || v == VERDICT_REDIRECT || v == VERDICT_EMPTY)
+  if (!verdict_body_has_bytes (q, v))
     return v;
   if (!q->is_file && a->body_early) {
     snprintf (why, size, "body before the end of the headers");
     return VERDICT_REFUSED;
   }
-  if (a->parts_refused) {
-    snprintf (why, size, "%s", a->parts_why ? a->parts_why : "");
+  if (a->mp.refused) {
+    snprintf (why, size, "%s", a->mp.why);
     return VERDICT_NOT_THE_PARTS_ASKED_FOR;
   }
   if (q->nranges == 1 && a->body_len > count) {
@@ -574,8 +584,8 @@ judge_end (const struct asked *q, const struct answer *a, enum verdict v,
    * a chunked answer early, file:// at end of file) is an error too.
    */
   if (q->method == GET) {
-    if (q->nranges > 1 && !a->parts_complete) {
-      snprintf (why, size, "%s", a->parts_why ? a->parts_why : "");
+    if (q->nranges > 1 && !a->mp.complete) {
+      snprintf (why, size, "%s", a->mp.why);
       return VERDICT_NOT_THE_PARTS_ASKED_FOR;
     }
     if (q->nranges == 1 && a->body_len != count) {

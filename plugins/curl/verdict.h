@@ -19,6 +19,8 @@
 
 #include <curl/curl.h>
 
+#include "ranges.h"
+
 /* The object's identity found at start-up (remote.c), which the answer
  * to every read must still show: each validator the probe found is
  * compared where the answer carries it, and one the probe's own ranged
@@ -81,8 +83,7 @@ struct answer {
   /* The body. */
   uint64_t body_len;            /* bytes received, ignored ones too */
   bool body_early;              /* bytes before the headers ended */
-  bool parts_refused;           /* ranges.c refused the multipart body */
-  const char *parts_why;        /* ... and why (multipart.why) */
+  struct multipart mp;          /* VERDICT_PARTS: the body's parts */
   bool ignore_cut;              /* an ignored body was cut off */
   bool stopped;                 /* nbdkit is shutting down */
 
@@ -91,7 +92,6 @@ struct answer {
   CURLcode rc;                  /* how */
   const char *rc_text;          /* curl_easy_strerror (rc) */
   const char *errbuf;           /* CURLOPT_ERRORBUFFER */
-  bool parts_complete;          /* multipart_complete */
 };
 
 extern void answer_reset (struct answer *a);
@@ -122,6 +122,7 @@ verdict_failed (enum verdict v)
 extern const char *verdict_name (enum verdict v);
 extern bool verdict_etag_matches (const char *pinned, const char *now);
 extern bool verdict_etag_weak_equal (const char *x, const char *y);
+extern bool verdict_body_has_bytes (const struct asked *q, enum verdict v);
 extern enum verdict verdict_judge (const struct asked *q,
                                    const struct answer *a,
                                    char *why, size_t size);

@@ -28,7 +28,7 @@ struct xfer {
   uint64_t offset;              /* GET of several spans: unused */
   uint32_t count;
   struct span *spans;           /* GET: where the body goes */
-  /* GET of one range: instead, the body as it comes (prefetch.c) */
+  /* GET of one range: instead, the body as it comes (segment.c) */
   bool (*sink) (void *opaque, uint64_t pos, const char *data, size_t len);
   void *sink_data;
   bool sink_stopped;            /* the sink wanted no more */
@@ -38,7 +38,6 @@ struct xfer {
   struct answer a;              /* the facts, reset by answer_reset */
   enum verdict v;               /* verdict_judge's, as far as it came */
   char why[256];                /* ... and its reason */
-  struct multipart mp;          /* VERDICT_PARTS: the body parser */
 
   struct timespec ignoring_since;  /* this try's first ignored body, or 0 */
   struct timespec stop_checked; /* see progress_cb */
