@@ -5,9 +5,10 @@
  * The verdict on an answer: what was asked, what came back, and one
  * pure function (verdict.c) that says whether the answer is the one
  * asked for, and if not, what to do about it.  callbacks.c gathers the
- * facts as libcurl hands them over and acts on the verdict; nothing
- * here does I/O or reads the plugin's globals, so tests/test-verdict.c
- * can feed it answers without a server.
+ * facts as libcurl hands them over (into struct answer, with answer.c's
+ * functions) and acts on the verdict; nothing here does I/O or reads the
+ * plugin's globals, so tests/test-verdict.c can feed it answers without
+ * a server.
  */
 
 #ifndef VERDICT_H
@@ -55,7 +56,7 @@ struct asked {
 /* What came back, as far as it has arrived: the header facts of the
  * last header block, what the body did, and at the end (complete) how
  * the transfer ended.  answer_reset starts a new header block, and
- * answer_header takes in each of its lines.
+ * answer_header takes in each of its lines (answer.c).
  */
 /* Validators go into struct object_info (curldefs.h) as they are. */
 #define ETAG_SIZE 256
