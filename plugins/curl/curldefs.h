@@ -136,6 +136,11 @@ extern struct conn *pool_try_get (void);
 extern void pool_put (struct conn *c);
 extern int pool_pread (void *buf, uint32_t count, uint64_t offset);
 
+/* batch.c: a batch of reads asked for. */
+#define MAX_BATCH 64            /* reads in one batch */
+extern void batch_run (struct conn *c, struct read_req **batch,
+                       unsigned n);
+
 /* connection.c: the easy handles, each with its own connection. */
 struct conn {
   CURL *easy;

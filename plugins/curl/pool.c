@@ -16,15 +16,10 @@
  * MAX_BATCH reads) and asks for all of it in one request, then wakes
  * the threads whose reads it carried.  With nothing queued that is one
  * read per request; under load (a client with many requests in flight)
- * it is one request per batch.  Reads that touch or overlap
- * are merged into one range; separate ranges go in one multi-range
- * request ("Range: bytes=A-B,C-D"), answered as multipart/byteranges.
+ * it is one request per batch (batch.c: how a batch is asked for).
  * The cost of an HTTP request is mostly per request, not per byte:
  * nginx spent 83 us of CPU per single 4 KiB range here and 19 us per
  * range in requests of 16 (8,000 random ranges each way with curl -K).
- * A server that does not answer a multi-range request with exactly the
- * parts asked for (S3 answers 200 with the whole object, some servers
- * merge ranges) is asked one range per request from then on.
  */
 
 #include <config.h>
@@ -42,7 +37,6 @@
 /* -D curl.batch=N: at most N reads per request (1 turns batching off). */
 NBDKIT_DLL_PUBLIC int curl_debug_batch = 64;
 
-#define MAX_BATCH 64
 /* A batch's bytes all arrive before any of its reads is answered, so
  * keep batches of big reads short: 8 MiB is 8 of nbdcopy's 1 MiB reads.
  */
@@ -373,90 +367,6 @@ take_batch_locked (struct read_req *me, struct read_req **batch)
   return n;
 }
 
-static int
-compare_offsets (const void *a, const void *b)
-{
-  const struct read_req *x = * (struct read_req *const *) a;
-  const struct read_req *y = * (struct read_req *const *) b;
-
-  return x->offset < y->offset ? -1 : x->offset > y->offset;
-}
-
-/* Sort the batch and merge reads that touch or overlap into spans. */
-static unsigned
-make_spans (struct read_req **batch, unsigned n, struct span *spans)
-{
-  unsigned i, ns = 0;
-
-  qsort (batch, n, sizeof batch[0], compare_offsets);
-  for (i = 0; i < n; i++) {
-    struct read_req *r = batch[i];
-    uint64_t last = r->offset + r->count - 1;
-
-    if (ns > 0 && r->offset <= spans[ns - 1].last + 1) {
-      if (last > spans[ns - 1].last)
-        spans[ns - 1].last = last;
-      spans[ns - 1].nreqs++;
-      continue;
-    }
-    spans[ns].first = r->offset;
-    spans[ns].last = last;
-    spans[ns].reqs = &batch[i];
-    spans[ns].nreqs = 1;
-    ns++;
-  }
-  return ns;
-}
-
-static void
-fail_span (const struct span *s)
-{
-  unsigned i;
-
-  for (i = 0; i < s->nreqs; i++)
-    s->reqs[i]->failed = true;
-}
-
-/* Run one batch on handle c: one request when possible, else one per
- * span.
- */
-static void
-run_batch (struct conn *c, struct read_req **batch, unsigned n)
-{
-  struct span spans[MAX_BATCH];
-  unsigned ns, i, j, k;
-  bool multi;
-  enum verdict v;
-
-  ns = make_spans (batch, n, spans);
-  multi = remote_multirange ();
-
-  /* Groups of at most MAX_SPANS ranges per request. */
-  for (i = 0; i < ns; i += k) {
-    k = ns - i < MAX_SPANS ? ns - i : MAX_SPANS;
-    if (k == 1 || !multi) {
-      k = 1;
-      if (verdict_failed (engine_get_spans (c, &spans[i], 1)))
-        fail_span (&spans[i]);
-      continue;
-    }
-    v = engine_get_spans (c, &spans[i], k);
-    if (!verdict_failed (v))
-      continue;
-    if (v != VERDICT_NOT_THE_PARTS_ASKED_FOR) {
-      for (j = i; j < i + k; j++)
-        fail_span (&spans[j]);
-      continue;
-    }
-    /* This server does not answer several ranges with their parts. */
-    remote_no_multirange ();
-    multi = false;
-    for (j = i; j < i + k; j++)
-      if (verdict_failed (engine_get_spans (c, &spans[j], 1)))
-        fail_span (&spans[j]);
-  }
-}
-
 static void
 timed_wait (pthread_cond_t *cond, int64_t until)
 {
@@ -532,7 +442,7 @@ pool_pread (void *buf, uint32_t count, uint64_t offset)
     wake_leader_locked ();      /* more queued and another handle idle */
     pthread_mutex_unlock (&pool.lock);
 
-    run_batch (c, batch, n);
+    batch_run (c, batch, n);
 
     pthread_mutex_lock (&pool.lock);
     batch_done_locked (c, &me, batch, n);
