@@ -88,6 +88,80 @@ engine_unload (void)
   route_unload ();
 }
 
+/* What x asks for, for messages: ": bytes A-B", or "" for a HEAD. */
+static void
+request_where (const struct xfer *x, char *where, size_t size)
+{
+  where[0] = '\0';
+  if (x->q.method == GET)
+    snprintf (where, size, ": bytes %" PRIu64 "-%" PRIu64 "%s",
+              x->spans[0].first, x->spans[x->q.nranges - 1].last,
+              x->q.nranges > 1 ? " (several ranges)" : "");
+  else if (x->q.method == PUT)
+    snprintf (where, size, ": bytes %" PRIu64 "-%" PRIu64,
+              x->offset, x->offset + x->count - 1);
+}
+
+/* A spare connection (spares.c) whose close by the server was still on
+ * its way when it was taken fails its first request with no answer at
+ * all.  Without spares that request would have opened a connection of
+ * its own: so it does now, at once and not counted in retries=, and the
+ * other spares, as old, are closed.
+ */
+static bool
+spare_was_closed (const struct xfer *x, bool spare, bool fresh)
+{
+  return spare && !fresh && x->v == VERDICT_RETRY && x->a.status == 0 &&
+    x->a.rc != CURLE_OK;
+}
+
+/* The next try of x goes out on a new connection (because: NULL, or
+ * why in the message).
+ */
+static void
+ask_fresh (struct conn *c, const struct xfer *x, const char *where,
+           const char *because)
+{
+  nbdkit_debug ("%s: %s%s: %s%s%s: asking again on a new connection",
+                x->what, cfg.shown_url, where, x->why,
+                because ? ": " : "", because ? because : "");
+  curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
+}
+
+/* The pause before retry try + 1: retry-delay= doubled at each try, or
+ * the server's Retry-After if longer, at most MAX_RETRY_DELAY_MS.
+ */
+static unsigned
+retry_delay (const struct xfer *x, unsigned try)
+{
+  unsigned delay = cfg.retry_delay_ms;
+
+  for (unsigned i = 0; i < try && delay < MAX_RETRY_DELAY_MS; i++)
+    delay *= 2;
+  if (x->a.retry_after_ms > delay)
+    delay = x->a.retry_after_ms;
+  return delay > MAX_RETRY_DELAY_MS ? MAX_RETRY_DELAY_MS : delay;
+}
+
+/* Wait delay ms before a retry; false when nbdkit is shutting down or
+ * the client went away: nbdkit's sleep ends early then, so neither
+ * waits for the back-off.  Not in .get_ready, where nbdkit 1.32 aborts
+ * in it (see remote_stopping).
+ */
+static bool
+back_off (unsigned delay)
+{
+  struct timespec ts = {
+    .tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000L,
+  };
+
+  if (remote_is_serving ())
+    return nbdkit_nanosleep (ts.tv_sec, ts.tv_nsec) == 0;
+  while (nanosleep (&ts, &ts) == -1 && errno == EINTR)
+    ;
+  return true;
+}
+
 /* Run one request on handle c, again after transient failures (with
  * backoff, or the server's Retry-After if longer): the verdict on its
  * last answer.  Reports failures itself, except (logged for debugging
@@ -97,42 +171,24 @@ engine_unload (void)
 static enum verdict
 perform_on (struct conn *c, struct xfer *x)
 {
-  char where[80] = "";
-  unsigned try, delay;
+  char where[80];
+  unsigned try = 0, delay;
   bool fresh = false;           /* asked again on a new connection */
-  int r;
+  bool spare;
 
-  if (x->q.method == GET)
-    snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64 "%s",
-              x->spans[0].first, x->spans[x->q.nranges - 1].last,
-              x->q.nranges > 1 ? " (several ranges)" : "");
-  else if (x->q.method == PUT)
-    snprintf (where, sizeof where, ": bytes %" PRIu64 "-%" PRIu64,
-              x->offset, x->offset + x->count - 1);
+  request_where (x, where, sizeof where);
+  for (;;) {
+    int r = route_attempt (c, x);
 
-  for (try = 0;;) {
-    bool spare;
-
-    r = route_attempt (c, x);
     spare = conn_took_spare (c);
     if (fresh)
       curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 0L);
     if (r == 0)
       return x->v;
-    /* A spare connection (connection.c) whose close by the server was
-     * still on its way when it was taken fails its first request with
-     * no answer at all.  Without spares that request would have opened
-     * a connection of its own: so it does now, at once and not counted
-     * in retries=, and the other spares, as old, are closed.
-     */
-    if (spare && !fresh && x->v == VERDICT_RETRY && x->a.status == 0 &&
-        x->a.rc != CURLE_OK) {
-      nbdkit_debug ("%s: %s%s: %s: the spare connection had been closed: "
-                    "asking again on a new connection", x->what,
-                    cfg.shown_url, where, x->why);
+    if (spare_was_closed (x, spare, fresh)) {
+      ask_fresh (c, x, where, "the spare connection had been closed");
       spares_drop ();
       fresh = true;
-      curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
       continue;
     }
     /* HEAD not served: the caller asks a GET instead. */
@@ -149,37 +205,16 @@ perform_on (struct conn *c, struct xfer *x)
      * was closed when the answer was cut off), not counted in retries=.
      */
     if (x->v == VERDICT_RETRY_FRESH && !fresh && cfg.retries > 0) {
-      nbdkit_debug ("%s: %s%s: %s: asking again on a new connection",
-                    x->what, cfg.shown_url, where, x->why);
+      ask_fresh (c, x, where, NULL);
       fresh = true;
-      curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
       continue;
     }
     if (x->v != VERDICT_RETRY || try >= cfg.retries)
       break;
-    delay = cfg.retry_delay_ms;
-    for (unsigned i = 0; i < try && delay < MAX_RETRY_DELAY_MS; i++)
-      delay *= 2;
-    if (x->a.retry_after_ms > delay)
-      delay = x->a.retry_after_ms;
-    if (delay > MAX_RETRY_DELAY_MS)
-      delay = MAX_RETRY_DELAY_MS;
+    delay = retry_delay (x, try);
     nbdkit_debug ("%s: %s%s: %s: retry %u of %u in %u ms", x->what,
                   cfg.shown_url, where, x->why, try + 1, cfg.retries, delay);
-    /* nbdkit's sleep ends early when nbdkit shuts down or the client
-     * goes away: neither waits for the back-off.  Not in .get_ready,
-     * where nbdkit 1.32 aborts in it (see remote_stopping).
-     */
-    if (!remote_is_serving ()) {
-      struct timespec ts = {
-        .tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000L,
-      };
-
-      while (nanosleep (&ts, &ts) == -1 && errno == EINTR)
-        ;
-    }
-    else if (nbdkit_nanosleep (delay / 1000,
-                               (delay % 1000) * 1000000) == -1) {
+    if (!back_off (delay)) {
       nbdkit_error ("%s: %s%s: %s (not retried: nbdkit is shutting down "
                     "or the client disconnected)", x->what, cfg.shown_url,
                     where, x->why);

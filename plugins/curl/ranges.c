@@ -253,12 +253,46 @@ next_part (struct multipart *mp)
   mp->header_lines = 0;
 }
 
+/* A line of a part's headers (MP_HEADERS); the empty line ends them. */
+static bool
+header_line (struct multipart *mp, char *line)
+{
+  char *v, *end;
+
+  if (line[0] == '\0')
+    return part_start (mp);
+  /* A server can send header lines for ever; real parts have two. */
+  if (++mp->header_lines > MAX_PART_HEADERS)
+    return refuse (mp, "too many part headers");
+  /* A folded header (RFC 5322 2.2.3) continues the one before: no
+   * server folds, and a Content-Range without its continuation would
+   * be misread.
+   */
+  if (line[0] == ' ' || line[0] == '\t')
+    return refuse (mp, "a folded part header");
+  v = strchr (line, ':');
+  if (v == NULL)
+    return refuse (mp, "a malformed part header");
+  *v++ = '\0';
+  v += strspn (v, " \t");
+  for (end = v + strlen (v); end > v && (end[-1] == ' ' || end[-1] == '\t');)
+    *--end = '\0';
+  if (strcasecmp (line, "content-range") == 0) {
+    /* Two could name two ranges: which one are the bytes? */
+    if (mp->part_range_seen)
+      return refuse (mp, "a part with two Content-Range headers");
+    mp->part_range_seen = true;
+    mp->part_has_range =
+      parse_content_range (v, &mp->part_first, &mp->part_last,
+                           &mp->part_total);
+  }
+  return true;
+}
+
 /* A complete line, its line break removed; cr: it ended in CRLF. */
 static bool
 line_done (struct multipart *mp, char *line, bool cr)
 {
-  char *v, *end;
-
   if (mp->state != MP_PREAMBLE && cr != mp->crlf)
     return refuse (mp, "line breaks of both CRLF and LF");
 
@@ -278,34 +312,7 @@ line_done (struct multipart *mp, char *line, bool cr)
     return true;
 
   case MP_HEADERS:
-    if (line[0] == '\0')
-      return part_start (mp);
-    /* A server can send header lines for ever; real parts have two. */
-    if (++mp->header_lines > MAX_PART_HEADERS)
-      return refuse (mp, "too many part headers");
-    /* A folded header (RFC 5322 2.2.3) continues the one before: no
-     * server folds, and a Content-Range without its continuation would
-     * be misread.
-     */
-    if (line[0] == ' ' || line[0] == '\t')
-      return refuse (mp, "a folded part header");
-    v = strchr (line, ':');
-    if (v == NULL)
-      return refuse (mp, "a malformed part header");
-    *v++ = '\0';
-    v += strspn (v, " \t");
-    for (end = v + strlen (v); end > v && (end[-1] == ' ' || end[-1] == '\t');)
-      *--end = '\0';
-    if (strcasecmp (line, "content-range") == 0) {
-      /* Two could name two ranges: which one are the bytes? */
-      if (mp->part_range_seen)
-        return refuse (mp, "a part with two Content-Range headers");
-      mp->part_range_seen = true;
-      mp->part_has_range =
-        parse_content_range (v, &mp->part_first, &mp->part_last,
-                             &mp->part_total);
-    }
-    return true;
+    return header_line (mp, line);
 
   case MP_DELIM:
     /* The line right after the line break that ends the data. */
@@ -329,76 +336,101 @@ line_done (struct multipart *mp, char *line, bool cr)
   return true;
 }
 
+/* MP_DATA: up to the rest of the part's bytes, copied to its reads;
+ * how many were taken.
+ */
+static size_t
+take_data (struct multipart *mp, const char *data, size_t len)
+{
+  uint64_t want = mp->cur->last - mp->cur->first + 1 - mp->pos;
+  size_t n = len < want ? len : want;
+
+  span_scatter (mp->cur, mp->pos, data, n);
+  mp->pos += n;
+  if (mp->pos == mp->cur->last - mp->cur->first + 1) {
+    mp->cur->filled = true;
+    mp->nfilled++;
+    mp->state = MP_BREAK;
+    mp->breakpos = 0;
+  }
+  return n;
+}
+
+/* MP_BREAK: one byte of exactly the framing's line break (it may be
+ * split between two calls).
+ */
+static bool
+take_break (struct multipart *mp, char c)
+{
+  const char *brk = mp->crlf ? "\r\n" : "\n";
+
+  if (c != brk[mp->breakpos])
+    return refuse (mp, "no line break right after a part's data "
+                   "(longer or shorter than its Content-Range?)");
+  mp->breakpos++;
+  if (brk[mp->breakpos] == '\0')
+    mp->state = MP_DELIM;
+  return true;
+}
+
+/* Lines (delimiters and part headers): up to the next line break, or
+ * all of it when there is none; how many bytes were taken, or 0 for a
+ * refused line.
+ */
+static size_t
+take_line (struct multipart *mp, const char *data, size_t len)
+{
+  const char *nl = memchr (data, '\n', len);
+  size_t n = nl ? (size_t) (nl - data) : len;
+  bool cr;
+
+  if (mp->linelen + n >= sizeof mp->line) {
+    refuse (mp, "a line too long");
+    return 0;
+  }
+  memcpy (mp->line + mp->linelen, data, n);
+  mp->linelen += n;
+  if (nl == NULL)
+    return n;
+  if (memchr (mp->line, '\0', mp->linelen) != NULL) {
+    refuse (mp, "a NUL byte in a line");
+    return 0;
+  }
+  cr = mp->linelen > 0 && mp->line[mp->linelen - 1] == '\r';
+  if (cr)
+    mp->linelen--;
+  mp->line[mp->linelen] = '\0';
+  mp->linelen = 0;
+  return line_done (mp, mp->line, cr) ? n + 1 : 0;
+}
+
 bool
 multipart_feed (struct multipart *mp, const char *data, size_t len)
 {
-  while (len > 0) {
-    if (mp->state == MP_DATA) {
-      uint64_t want = mp->cur->last - mp->cur->first + 1 - mp->pos;
-      size_t n = len < want ? len : want;
+  size_t n;
 
-      span_scatter (mp->cur, mp->pos, data, n);
-      mp->pos += n;
-      data += n;
-      len -= n;
-      if (mp->pos == mp->cur->last - mp->cur->first + 1) {
-        mp->cur->filled = true;
-        mp->nfilled++;
-        mp->state = MP_BREAK;
-        mp->breakpos = 0;
-      }
-      continue;
-    }
-    if (mp->state == MP_BREAK) {
-      /* Exactly the framing's line break, byte by byte (it may be split
-       * between two calls).
-       */
-      const char *brk = mp->crlf ? "\r\n" : "\n";
-
-      if (*data != brk[mp->breakpos])
-        return refuse (mp, "no line break right after a part's data "
-                       "(longer or shorter than its Content-Range?)");
-      data++;
-      len--;
-      mp->breakpos++;
-      if (brk[mp->breakpos] == '\0')
-        mp->state = MP_DELIM;
-      continue;
-    }
-    if (mp->state == MP_END) {
+  while (len > 0 && !mp->refused) {
+    switch (mp->state) {
+    case MP_DATA:
+      n = take_data (mp, data, len);
+      break;
+    case MP_BREAK:
+      n = take_break (mp, *data) ? 1 : 0;
+      break;
+    case MP_END:
       /* The epilogue is ignored, but not read for ever. */
       mp->epilogue += len;
       if (mp->epilogue > MAX_EPILOGUE)
         return refuse (mp, "an epilogue that does not end");
       return true;
+    default:
+      n = take_line (mp, data, len);
+      break;
     }
-
-    /* Lines: delimiters and part headers. */
-    const char *nl = memchr (data, '\n', len);
-    size_t n = nl ? (size_t) (nl - data) : len;
-    bool cr;
-
-    if (mp->linelen + n >= sizeof mp->line)
-      return refuse (mp, "a line too long");
-    memcpy (mp->line + mp->linelen, data, n);
-    mp->linelen += n;
     data += n;
     len -= n;
-    if (nl == NULL)
-      break;
-    data++;
-    len--;
-    if (memchr (mp->line, '\0', mp->linelen) != NULL)
-      return refuse (mp, "a NUL byte in a line");
-    cr = mp->linelen > 0 && mp->line[mp->linelen - 1] == '\r';
-    if (cr)
-      mp->linelen--;
-    mp->line[mp->linelen] = '\0';
-    mp->linelen = 0;
-    if (!line_done (mp, mp->line, cr))
-      return false;
   }
-  return true;
+  return !mp->refused;
 }
 
 /* At the end of the body: was every range received? */

@@ -138,10 +138,36 @@ gate_set_locked (enum size_check checked, uint32_t count, uint64_t offset,
   pthread_cond_broadcast (&gate.cond);
 }
 
+/* The write that finds out whether the server takes Content-Range:
+ * alone (the gate is CHECKING), then the object's size checked.
+ */
+static int
+put_and_check (const void *buf, uint32_t count, uint64_t offset)
+{
+  enum put_outcome done = put (buf, count, offset);
+  enum size_check checked;
+
+  /* A refused write changed nothing: nothing to check. */
+  checked = done == PUT_TAKEN ? check_size (count, offset)
+    : done == PUT_REFUSED ? SIZE_KEPT : SIZE_UNKNOWN;
+
+  pthread_mutex_lock (&gate.lock);
+  gate_set_locked (checked, count, offset, done == PUT_TAKEN);
+  pthread_mutex_unlock (&gate.lock);
+  if (done == PUT_TAKEN && checked == SIZE_KEPT)
+    return 0;
+  if (done == PUT_TAKEN && checked == SIZE_UNKNOWN)
+    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
+                  "took the write, but whether it wrote only those bytes "
+                  "cannot be confirmed", cfg.shown_url, offset,
+                  offset + count - 1);
+  errno = EIO;
+  return -1;
+}
+
 int
 writing_pwrite (const void *buf, uint32_t count, uint64_t offset)
 {
-  enum put_outcome done;
   enum size_check checked;
 
   pthread_mutex_lock (&gate.lock);
@@ -184,22 +210,5 @@ writing_pwrite (const void *buf, uint32_t count, uint64_t offset)
   /* UNCHECKED: this write goes alone and is checked. */
   gate.state = CHECKING;
   pthread_mutex_unlock (&gate.lock);
-
-  done = put (buf, count, offset);
-  /* A refused write changed nothing: nothing to check. */
-  checked = done == PUT_TAKEN ? check_size (count, offset)
-    : done == PUT_REFUSED ? SIZE_KEPT : SIZE_UNKNOWN;
-
-  pthread_mutex_lock (&gate.lock);
-  gate_set_locked (checked, count, offset, done == PUT_TAKEN);
-  pthread_mutex_unlock (&gate.lock);
-  if (done == PUT_TAKEN && checked == SIZE_KEPT)
-    return 0;
-  if (done == PUT_TAKEN && checked == SIZE_UNKNOWN)
-    nbdkit_error ("pwrite: %s: bytes %" PRIu64 "-%" PRIu64 ": the server "
-                  "took the write, but whether it wrote only those bytes "
-                  "cannot be confirmed", cfg.shown_url, offset,
-                  offset + count - 1);
-  errno = EIO;
-  return -1;
+  return put_and_check (buf, count, offset);
 }
