@@ -3,8 +3,9 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * An answer's header facts as they arrive (struct answer, verdict.h):
- * callbacks.c resets the answer before each try and hands over each
- * header line; verdict.c judges what was gathered.  A header given
+ * exchange.c resets the answer before each exchange and callbacks.c at
+ * each status line; callbacks.c hands over each header line; verdict.c
+ * judges what was gathered.  A header given
  * twice with different values is recorded as such, never resolved by
  * picking one, and a validator that would go back to the server in a
  * precondition is kept only when it is safe to send.

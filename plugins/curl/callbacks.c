@@ -96,7 +96,8 @@ ack_now (struct xfer *x)
 }
 
 /* A Location header's value, kept whole for route.c; one too long for
- * the field, or with a NUL, is kept empty (and refused there).
+ * the field, or with a NUL, is kept empty (and redirect_next refuses
+ * it).
  */
 static void
 note_location (struct xfer *x, const char *v, size_t len)

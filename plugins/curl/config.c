@@ -109,8 +109,8 @@ libcurl_has_protocol (const char *name, size_t len)
 }
 
 /* Check protocols=: every name must be a protocol this libcurl has.
- * (Redirects may use the same list without file: route.c checks each
- * redirect itself.)
+ * (Redirects may use the same list without file: redirect.c checks each
+ * hop, redirect_next.)
  */
 static int
 check_protocols (void)

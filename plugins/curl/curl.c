@@ -10,12 +10,12 @@
  * that the server answers ranges and whose Content-Range gives the size
  * (HEAD follows only when that answer carries no validator); the bytes
  * are kept for the client's first reads.  After that NBD reads are
- * GETs with "Range: bytes=A-B", exactly the bytes asked for: one read
- * per GET when nothing else waits, else the reads that wait together in
- * one GET of several ranges (pool.c), answered as multipart/byteranges
- * (ranges.c).  A client that keeps few reads in flight and reads on
- * sequentially is read ahead of (prefetch.c), which NBD_CMD_CACHE asks
- * for too.  Every NBD write is one PUT with
+ * GETs with "Range: bytes=A-B", exactly the bytes asked for: one read per
+ * GET when nothing else waits, else the reads that wait together in one
+ * GET of several ranges (pool.c gathers them, batch.c asks for them),
+ * answered as multipart/byteranges (ranges.c).  A client that keeps few
+ * reads in flight and reads on sequentially is read ahead of (prefetch.c),
+ * which NBD_CMD_CACHE asks for too.  Every NBD write is one PUT with
  * "Content-Range: bytes A-B/TOTAL" (TOTAL being "*").  engine.c makes
  * all of these requests, and verdict.c judges every answer (HEAD and
  * PUT by their status).
@@ -26,9 +26,10 @@
  * connections= handles (waiting when all are busy; reads that wait
  * together are batched, pool.c).  The plugin's own threads (read-ahead's
  * segments, the spare connections' timer) start only once nbdkit
- * serves, after the fork that follows .get_ready, and the
+ * serves (a script run's waiter thread, spawn.c, lives only as long as
+ * the run), after the fork that follows .get_ready, and the
  * connection the probe opened is inherited and reused, as are the
- * spare connections opened beside it (connection.c), which .after_fork
+ * spare connections opened beside it (spares.c), which .after_fork
  * keeps for a server far away and closes for one near (pool_start).
  *
  * Multi-conn.  A client may open several NBD connections only when every

@@ -46,8 +46,9 @@ cleanup_unlock (pthread_mutex_t **lock)
   pthread_mutex_lock (scope_lock_)
 
 /* config.c: every parameter, parsed and checked before anything runs.
- * After config_complete the struct is read-only, so the engine reads it
- * from any thread without a lock.  Its fields are params.h's rows.
+ * After .get_ready (script_init may set shown_url when url= is absent)
+ * the struct is read-only, so the engine reads it from any thread
+ * without a lock.  Its fields are params.h's rows.
  */
 #include "params.h"
 
@@ -111,6 +112,7 @@ extern void remote_changed_now (void);
 extern unsigned remote_changed (void);
 extern void remote_no_multirange (void);
 
+/* probe.c: what the object is, found once at start-up. */
 extern int probe_object (void);
 
 /* pool.c: the connections (easy handles) and the queue of reads

@@ -15,8 +15,9 @@
  * on a connection (connection.c) the caller borrowed from the pool
  * (pool.c: batched reads; segment.c: read-ahead; probe.c, writing.c:
  * the rest) and gives back after: this file calls none of them.  A GET
- * may carry several ranges (pool.c batches reads that wait together);
- * ranges.c parses the multipart answer.
+ * may carry several ranges (pool.c gathers reads that wait together,
+ * batch.c asks for them in one GET); ranges.c parses the multipart
+ * answer.
  *
  * Why not a multi handle driven by a worker thread: every request would
  * then cross threads twice (nbdkit thread to worker and back), and the
@@ -165,7 +166,8 @@ back_off (unsigned delay)
 /* Run one request on handle c, again after transient failures (with
  * backoff, or the server's Retry-After if longer): the verdict on its
  * last answer.  Reports failures itself, except (logged for debugging
- * only) VERDICT_NOT_THE_PARTS_ASKED_FOR: a multi-range request to be
+ * only) VERDICT_UNSUPPORTED for a HEAD (the caller asks a GET instead)
+ * and VERDICT_NOT_THE_PARTS_ASKED_FOR: a multi-range request to be
  * asked again one range at a time.
  */
 static enum verdict
@@ -233,8 +235,8 @@ perform_on (struct conn *c, struct xfer *x)
 }
 
 /* Run one request that is not a batched read (HEAD, the probe's GET,
- * PUT) on c; before serving, its answer's delay counts towards the
- * round trip (timing_round_trip).
+ * the write check's GET, PUT) on c; before serving, its answer's delay
+ * counts towards the round trip (timing_round_trip).
  */
 static enum verdict
 perform (struct conn *c, struct xfer *x)

@@ -6,10 +6,11 @@
  * of NBD reads waiting for one.
  *
  * The pool holds up to connections= easy handles, each keeping its own
- * keep-alive connection, so the number of TCP (or TLS) connections never
- * exceeds connections=.  A request borrows a handle and runs it in the
- * calling nbdkit thread; the idle handles are a LIFO stack, so the most
- * recently used (warm) connection is reused first.
+ * keep-alive connection, so the number of TCP (or TLS) connections to one
+ * origin never exceeds connections= (a handle keeps one to url='s origin
+ * and one to a redirect's target on another).  A request borrows a handle
+ * and runs it in the calling nbdkit thread; the idle handles are a LIFO
+ * stack, so the most recently used (warm) connection is reused first.
  *
  * Reads are batched.  Each NBD read joins a queue; a thread that finds
  * its read queued and a handle free takes the whole queue (up to
@@ -181,7 +182,7 @@ put_locked (struct conn *c)
  * (and one or two more for TLS) before its first request, and a client
  * that starts with 16 reads in flight would pay that on each; so the
  * pool's other connections were opened during the probe's round trip
- * (the spares of connection.c), and a read that needs a connection
+ * (the spares of spares.c), and a read that needs a connection
  * takes one at once.  qemu-img at 100 ms, nbdkit's start included,
  * took 1.47-1.51 s where opening them with a one-byte GET each once
  * the probe had answered took 1.63-1.64 s (upstream: 1.54 s).  Near
@@ -209,7 +210,9 @@ pool_start (void)
   pool.wait_ns = rtt;
 }
 
-/* For requests that are not batched (HEAD, PUT). */
+/* For requests that are not batched (the probe's, PUT, the write
+ * check's).
+ */
 struct conn *
 pool_get (void)
 {
@@ -221,7 +224,7 @@ pool_get (void)
 }
 
 /* A handle if one is free or may be made now, else NULL at once: for
- * read-ahead (prefetch.c), which must never make a read wait.
+ * read-ahead's segments (segment.c), which must never make a read wait.
  */
 struct conn *
 pool_try_get (void)

@@ -78,7 +78,7 @@ probe_object (void)
   if (c == NULL)
     return -1;                  /* conn_new reported why */
   /* The pool's other connections open while the probe waits for its
-   * answer (see "Spare connections" in connection.c).
+   * answer (see "Spare connections" in spares.c).
    */
   if (!cfg.is_file)
     spares_want (cfg.connections - 1);

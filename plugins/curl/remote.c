@@ -6,7 +6,7 @@
  * (probe.c finds them once, before nbdkit serves anything), whether
  * reads are pinned to them, whether the server answers multi-range GETs,
  * and whether the plugin serves yet.
- * At the bottom of the plugin's files: the engine, the reads and the
+ * Near the bottom of the plugin's files: the engine, the reads and the
  * writes look at it, and it calls none of them.
  */
 
@@ -54,8 +54,8 @@ static uint32_t first_len;      /* 0: none kept */
 static bool first_kept;         /* for every read, not only one */
 
 /* Whether the server answers a GET of several ranges with the parts
- * asked for; false once it did not (pool.c then asks one range at a
- * time).  Only ever goes from true to false.
+ * asked for; false once it did not (batch.c then asks one range per
+ * request).  Only ever goes from true to false.
  */
 static bool multirange = true;
 

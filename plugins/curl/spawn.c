@@ -8,8 +8,9 @@
  * The script runs with /bin/sh -c, with $url and $iteration (0 for the
  * first run, as in upstream nbdkit's plugin) in its environment,
  * default signal handling, and none of nbdkit's descriptors but its
- * standard ones (libcurl's sockets are not close-on-exec, and a
- * background process of the script would keep the connections open).
+ * standard ones (not every descriptor that nbdkit and libcurl open is
+ * close-on-exec, and a background process of the script would keep
+ * such a connection open).
  * It must exit 0 within timeout= seconds, which bound its whole run:
  * the reading of its output, and then its exit (a script may close its
  * output and go on running).  waitid has no time limit, so a thread
@@ -86,7 +87,7 @@ wait_readable (int fd, int64_t start)
 /* waitid has no time limit, so it runs in a thread of its own, which
  * says that the script has exited by closing fd, and the caller polls
  * for that with what is left of timeout=.  WNOWAIT leaves the script
- * unreaped: see spawn_run.
+ * unreaped: see end_script.
  */
 struct exit_waiter {
   pid_t pid;

@@ -37,15 +37,15 @@
  * (a file truncated or rewritten while the server sent it ends so).
  * So segments are at most MAX_SEG, and up to RUNNING_PER_STREAM of a
  * stream are on their way at once.  A read waits for its segment at
- * most patience_ns (a server that sends large ranges slowly would make
- * it wait longer than its own GET would); then it asks for its own
- * bytes, and the stream stops.  After a segment failed or was too slow,
- * no new stream starts for BACKOFF_NS, doubled each time.  A stream
- * that no read has used for IDLE_NS, or for two round trips when
- * another stream starts (the client went elsewhere), is stopped: its
- * segments' connections are closed, since the rest of their answers
- * will not be read.  Segments after a stream's first end on multiples
- * of BLOCK, so that no block is shared by two.
+ * most patience_ns (a server that sends large ranges slowly would make it
+ * wait longer than its own GET would); then it asks for its own bytes, and
+ * the stream stops.  After a segment failed or was too slow, no new stream
+ * starts for BACKOFF_NS, doubled each time.  A stream that no read has used
+ * for IDLE_NS, or for two round trips when another stream starts (the
+ * client went elsewhere), is stopped: its segments' connections are
+ * closed, since the rest of their answers will not be read (unless little
+ * is left: segment.c).  Segments after a stream's first end on multiples of
+ * BLOCK, so that no block is shared by two.
  *
  * Every segment's answer is judged as every read's is (verdict.c): the
  * status, Content-Range, and the validators the reads are pinned to are

@@ -3,9 +3,10 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * How long requests take: -D curl.times (each phase of libcurl's, summed
- * at unload) and -D curl.requests (a line per request), and the round
- * trip to the server, measured by the probe's answers, that pool.c and
- * prefetch.c size their waits and choices by.
+ * at unload), the flag for -D curl.requests (exchange.c prints a line
+ * per request), the round trip to the server, measured by the probe's
+ * answers, that pool.c, prefetch.c and stream.c size their waits and
+ * choices by, and the clock they all use (monotonic_ns).
  */
 
 #include <config.h>

@@ -10,8 +10,8 @@
  * status once they ended (judge_status), which says also when the
  * server does not serve the request at all (VERDICT_UNSUPPORTED).
  *
- * callbacks.c asks at the end of each header block, on each piece of body
- * and at the end of the transfer; the same facts always give the same
+ * callbacks.c asks at the end of each header block and on each piece of
+ * body, exchange.c at the end of the transfer; the same facts give the same
  * verdict, so a refusal at the headers is also the verdict at the end.
  * Judging at the headers means a server that ignores Range and starts
  * sending the whole object is cut off after its headers, not after the
@@ -199,7 +199,7 @@ same_object (const struct asked *q, const struct answer *a, char *why,
 /* The answer to a request for several ranges must be 206 with a
  * multipart/byteranges body.  200 (the whole object: S3 and others
  * ignore a multi-range request), a single range covering them (RFC 9110
- * lets a server merge ranges), 416 or 400 (too many ranges) mean that
+ * lets a server merge ranges), 416, 400 (too many ranges) or 501 mean that
  * this server cannot be asked that way: the caller asks again one range
  * per request.
  */
@@ -236,7 +236,8 @@ is_redirect (const struct asked *q, const struct answer *a)
   }
 }
 
-/* The answer to the probe's one-byte GET that proves the object empty:
+/* The answer to a GET of the object's first bytes while its size is not
+ * known (the probe's, writing.c's size check) that proves it empty:
  * 416 with "Content-Range: bytes STAR/0" (nginx, RFC 9110 15.5.17), or
  * 200 with no body (Apache ignores a Range for an empty file).
  */

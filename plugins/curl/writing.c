@@ -92,8 +92,9 @@ check_size (uint32_t count, uint64_t offset)
     return SIZE_UNKNOWN;        /* conn_new reported why */
   v = engine_head (c, &now);
   known = v == VERDICT_OK && now.size > 0;
-  /* A 0 from HEAD is confirmed like a missing size, as at start-up
-   * (probe.c): some servers say Content-Length: 0 to every HEAD.
+  /* A 0 from HEAD is confirmed with a ranged GET, where start-up takes
+   * the size from (probe.c): some servers say Content-Length: 0 to every
+   * HEAD.
    */
   if (v == VERDICT_UNSUPPORTED || (v == VERDICT_OK && now.size <= 0)) {
     char byte;

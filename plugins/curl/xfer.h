@@ -24,7 +24,7 @@
 struct xfer {
   struct conn *conn;
   struct asked q;               /* see exchange_one: the per-hop part */
-  const char *what;             /* "HEAD", "pread", "pwrite": messages */
+  const char *what;             /* "pread", "HEAD", "GET"...: messages */
   uint64_t offset;              /* GET of several spans: unused */
   uint32_t count;
   struct span *spans;           /* GET: where the body goes */
