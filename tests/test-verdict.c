@@ -408,6 +408,54 @@ empty_objects (void)
   EXPECT (q, a, VERDICT_REFUSED, "HTTP 416");
 }
 
+/* The probe's GET of the first 8 KiB while the size is unknown: a
+ * smaller object answers with what it has, which Content-Range must say
+ * exactly (first byte to its last); reads later never get that leeway.
+ */
+static void
+probe_answers (void)
+{
+  struct asked q = get (0, 8191);
+  struct answer a;
+
+  q.allow_empty = q.allow_short = true;
+  q.expect_total = -1;
+  q.pinned = false;
+  a = headers (206, "Content-Range: bytes 0-8191/1000000",
+               "Content-Length: 8192", NULL);
+  EXPECT (q, a, VERDICT_OK, NULL);
+  a = ended (a, 8192, CURLE_OK);
+  EXPECT (q, a, VERDICT_OK, NULL);
+  /* An object of 100 bytes. */
+  a = headers (206, "Content-Range: bytes 0-99/100", "Content-Length: 100",
+               NULL);
+  EXPECT (q, a, VERDICT_OK, NULL);
+  a = ended (a, 100, CURLE_OK);
+  EXPECT (q, a, VERDICT_OK, NULL);
+  a = ended (headers (206, "Content-Range: bytes 0-99/100", NULL), 99,
+             CURLE_OK);
+  EXPECT (q, a, VERDICT_RETRY, "short body: 99 of 100");
+  a = ended (headers (206, "Content-Range: bytes 0-99/100", NULL), 101,
+             CURLE_OK);
+  EXPECT (q, a, VERDICT_REFUSED, "more than the 100 bytes");
+  /* Short, but not at the object's end, or without a total. */
+  a = headers (206, "Content-Range: bytes 0-99/1000", NULL);
+  EXPECT (q, a, VERDICT_REFUSED, "bytes 0-99, not the requested");
+  a = headers (206, "Content-Range: bytes 0-99/*", NULL);
+  EXPECT (q, a, VERDICT_REFUSED, "bytes 0-99, not the requested");
+  a = headers (206, "Content-Range: bytes 1-100/101", NULL);
+  EXPECT (q, a, VERDICT_REFUSED, "bytes 1-100, not the requested");
+  /* The whole object instead of a range: no ranges, no export. */
+  a = headers (200, "Content-Length: 100", NULL);
+  EXPECT (q, a, VERDICT_REFUSED, "HTTP 200");
+  /* A read, once the size is known, gets no such leeway. */
+  q.allow_empty = q.allow_short = false;
+  q.expect_total = 100;
+  q.last = 199;
+  a = headers (206, "Content-Range: bytes 0-99/100", NULL);
+  EXPECT (q, a, VERDICT_REFUSED, "bytes 0-99, not the requested");
+}
+
 /* Feed the multipart parser of a (206 multipart/byteranges, boundary
  * XYZ, asked for bytes 0-9, 100-109 and 200-209 of 1000) the first
  * sent of those parts, then more; a's parser starts afresh.
@@ -582,6 +630,7 @@ main (void)
   content_ranges ();
   bodies ();
   empty_objects ();
+  probe_answers ();
   several_ranges ();
   validators ();
   printf ("test-verdict: %u cases, %u failed\n", cases, failures);
