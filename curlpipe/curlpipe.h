@@ -3,7 +3,7 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * What main.c shares with the files that run the transfer (pipe.h lists
- * them): the options main.c parses, and run_transfer (transfer.c).
+ * them): the options main.c parses, and transfer_run (transfer.c).
  */
 
 #ifndef CURLPIPE_H
@@ -70,7 +70,7 @@ struct options {
 /* Runs the transfer; returns the exit status, and on a failure puts
  * its reason ("URL: cause") in msg for main.c to print.
  */
-extern int run_transfer (const struct options *opt, char *msg,
+extern int transfer_run (const struct options *opt, char *msg,
                          size_t msglen);
 
 /* cmdline.c: copies of arguments, blanked in argv where secret. */

@@ -24,7 +24,7 @@
  * (transfer codings are case-insensitive, RFC 9112 7), sets st->chunked;
  * any other coding (gzip, chunked), or chunked a second time in this
  * header block (in one line or two), is refused: libcurl is asked for
- * the raw body (see take_body), and curlpipe decodes one chunked layer
+ * the raw body (see framing_take), and curlpipe decodes one chunked layer
  * only, so it would write the rest still encoded.
  */
 static bool
@@ -46,7 +46,7 @@ transfer_coding (struct pipe_state *st, const char *v, size_t len)
     if (n == 7 && strncasecmp (v, "chunked", 7) == 0 && !st->chunked)
       st->chunked = true;
     else if (n > 0) {
-      refuse_framing (st, "a Transfer-Encoding other than chunked once");
+      framing_refuse (st, "a Transfer-Encoding other than chunked once");
       st->ch_bad_code = CURLE_BAD_CONTENT_ENCODING;
       return false;
     }
@@ -55,11 +55,11 @@ transfer_coding (struct pipe_state *st, const char *v, size_t len)
 }
 
 /* Each header line of the answers: whether the body is chunked (see
- * take_body), and with -D the line itself, to the file or to the
+ * framing_take), and with -D the line itself, to the file or to the
  * answer's stream ("-"), as curl writes them.
  */
 size_t
-header_cb (char *data, size_t size, size_t nmemb, void *opaque)
+download_header_cb (char *data, size_t size, size_t nmemb, void *opaque)
 {
   struct pipe_state *st = opaque;
   size_t len = size * nmemb;
@@ -97,7 +97,7 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
 }
 
 size_t
-write_cb (char *data, size_t size, size_t nmemb, void *opaque)
+download_write_cb (char *data, size_t size, size_t nmemb, void *opaque)
 {
   struct pipe_state *st = opaque;
   size_t len = size * nmemb;
@@ -109,16 +109,16 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
     if (st->opt->fail && !st->opt->fail_with_body && code >= 400) {
       /* -D -'s headers, already buffered, still go to stdout. */
-      drain_output (st);
+      output_drain (st);
       io_open (&st->err_io, STDERR_FILENO, O_WRONLY);
       st->body = &st->err_io;
     }
-    else if (!open_output (st))
+    else if (!output_file_open (st))
       return 0;
   }
 
   if (len > st->out_size - st->out_len) {
-    if (!flush_out (st))
+    if (!output_flush (st))
       return 0;
     if (st->out_off > 0) {
       memmove (st->out, st->out + st->out_off, st->out_len - st->out_off);
@@ -133,6 +133,6 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
       return CURL_WRITEFUNC_PAUSE;
     }
   }
-  take_body (st, data, len);
+  framing_take (st, data, len);
   return st->ch_bad ? 0 : len;
 }

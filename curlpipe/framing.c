@@ -19,7 +19,7 @@
  * message, with curl's exit status for it.
  */
 void
-refuse_framing (struct pipe_state *st, const char *why)
+framing_refuse (struct pipe_state *st, const char *why)
 {
   st->ch_bad = why;
   st->ch_bad_code = CURLE_RECV_ERROR;
@@ -35,7 +35,7 @@ refuse_framing (struct pipe_state *st, const char *why)
  * the whole transfer.  libcurl still checks the framing as it reads.
  */
 void
-take_body (struct pipe_state *st, const char *p, size_t len)
+framing_take (struct pipe_state *st, const char *p, size_t len)
 {
   const char *end = p + len;
   size_t n;
@@ -59,13 +59,13 @@ take_body (struct pipe_state *st, const char *p, size_t len)
         : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
         : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : -1;
       if (d >= 0 && ++st->ch_digits > 16) {
-        refuse_framing (st, "a chunk size too large to hold");
+        framing_refuse (st, "a chunk size too large to hold");
         return;
       }
       if (d >= 0)
         st->ch_left = st->ch_left * 16 + d;
       else if (st->ch_digits == 0) {
-        refuse_framing (st, "a chunk-size line without a size");
+        framing_refuse (st, "a chunk-size line without a size");
         return;
       }
       else
@@ -111,7 +111,7 @@ take_body (struct pipe_state *st, const char *p, size_t len)
       if (*p == ':')
         st->ch_colon = true;
       else if (*p == '\n' && !st->ch_colon) {
-        refuse_framing (st, "a line after the last chunk that is no "
+        framing_refuse (st, "a line after the last chunk that is no "
                         "trailer field");
         return;
       }
@@ -130,7 +130,7 @@ take_body (struct pipe_state *st, const char *p, size_t len)
  * closes).
  */
 int
-answer_whole (const struct pipe_state *st)
+framing_answer_whole (const struct pipe_state *st)
 {
   curl_off_t length = -1;
 
@@ -147,9 +147,9 @@ answer_whole (const struct pipe_state *st)
  * taking anything from it.
  */
 int
-answer_end (const struct pipe_state *st)
+framing_answer_end (const struct pipe_state *st)
 {
-  int whole = answer_whole (st);
+  int whole = framing_answer_whole (st);
   char c;
   ssize_t r;
 

@@ -44,8 +44,8 @@
 
 /* CURLMOPT_SOCKETFUNCTION: which sockets libcurl waits on, for what. */
 int
-socket_cb (CURL *easy, curl_socket_t fd, int what, void *opaque,
-           void *socketp)
+loop_socket_cb (CURL *easy, curl_socket_t fd, int what, void *opaque,
+                void *socketp)
 {
   struct pipe_state *st = opaque;
   int i;
@@ -70,7 +70,7 @@ socket_cb (CURL *easy, curl_socket_t fd, int what, void *opaque,
 
 /* CURLMOPT_TIMERFUNCTION: when libcurl next wants to be called. */
 int
-timer_cb (CURLM *multi, long timeout_ms, void *opaque)
+loop_timer_cb (CURLM *multi, long timeout_ms, void *opaque)
 {
   struct pipe_state *st = opaque;
 
@@ -143,7 +143,7 @@ answer_over (struct pipe_state *st, CURLcode *result)
 
   if (st->send_paused && !st->recv_paused && !st->in_eof &&
       !reading_answer (st) && answer_started (st)) {
-    end = answer_end (st);
+    end = framing_answer_end (st);
     if (end != 0) {
       if (*result == CURLE_OK && end == -1) {
         snprintf (st->errbuf, sizeof st->errbuf, "the connection closed "
@@ -294,7 +294,7 @@ unpause_after_error (struct pipe_state *st)
  * (one system call in four in an echo round trip).
  */
 CURLcode
-drive (struct pipe_state *st, CURLM *multi)
+loop_run (struct pipe_state *st, CURLM *multi)
 {
   struct pollfd pfd[MAX_SOCKETS + 2];
   int running = 1, n, in_at, out_at, r;
@@ -305,9 +305,9 @@ drive (struct pipe_state *st, CURLM *multi)
     result = done_result (multi, result);
     if (answer_over (st, &result))
       return result;
-    if (!flush_out (st))
+    if (!output_flush (st))
       return CURLE_WRITE_ERROR;
-    show_progress (st, false);
+    progress_show (st, false);
     if (!unpause (st))
       return CURLE_WRITE_ERROR;
 

@@ -709,7 +709,7 @@ main (int argc, char *argv[])
              curl_easy_strerror (rc));
     exit (rc);
   }
-  status = run_transfer (&opt, msg, sizeof msg);
+  status = transfer_run (&opt, msg, sizeof msg);
   if (msg[0] != '\0')
     fprintf (stderr, "curlpipe: %s\n", msg);
   curl_slist_free_all (opt.headers);

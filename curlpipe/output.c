@@ -2,7 +2,7 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The answer's bytes on their way out: the buffer write_cb fills
+ * The answer's bytes on their way out: the buffer download_write_cb fills
  * (out[out_off..out_len)), written to standard output, -o's file or,
  * with -f, standard error, as far as it takes them.
  */
@@ -21,7 +21,7 @@
 
 /* Write what is buffered.  Returns false on an error (recorded). */
 bool
-flush_out (struct pipe_state *st)
+output_flush (struct pipe_state *st)
 {
   ssize_t n;
 
@@ -47,7 +47,7 @@ flush_out (struct pipe_state *st)
  * file as it was.  False after recording an error.
  */
 bool
-open_output (struct pipe_state *st)
+output_file_open (struct pipe_state *st)
 {
   const char *name = st->opt->output;
 
@@ -70,12 +70,12 @@ open_output (struct pipe_state *st)
  * the bytes that did arrive are delivered.
  */
 void
-drain_output (struct pipe_state *st)
+output_drain (struct pipe_state *st)
 {
   struct pollfd pfd;
 
   while (st->out_error[0] == '\0' && st->out_len > 0) {
-    if (!flush_out (st))
+    if (!output_flush (st))
       break;
     if (st->out_len > 0) {
       pfd = (struct pollfd) { .fd = st->body->poll_fd, .events = POLLOUT };

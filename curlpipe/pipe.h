@@ -6,8 +6,8 @@
  * file's functions that others call.  The calls go one way, from the
  * top of this list down, never back:
  *
- *   transfer.c  run_transfer: the transfer from start to end
- *   setup.c     the easy handle's options
+ *   transfer.c  transfer_run: the transfer from start to end
+ *   easyopts.c  the easy handle's options
  *   loop.c      the event loop: poll, libcurl's sockets and timer
  *   download.c  the header and write callbacks
  *   upload.c    the read callback
@@ -70,7 +70,7 @@ struct pipe_state {
   struct debug_printer trace_printer;
   off_t in_start;               /* a regular file's offset at start */
 
-  /* The answer's chunked framing, decoded here (see take_body). */
+  /* The answer's chunked framing, decoded here (see framing_take). */
   bool chunked;
   enum { CH_SIZE, CH_EXT, CH_DATA, CH_DATA_END, CH_TRAILER_START,
          CH_TRAILER, CH_DONE } ch_state;
@@ -79,13 +79,14 @@ struct pipe_state {
   bool ch_colon;                /* the trailer line has its colon */
   const char *ch_bad;           /* why the framing is refused, or NULL */
   CURLcode ch_bad_code;         /* ... and the exit status, as curl's */
-  curl_socket_t sock;           /* the connection, for answer_end */
+  curl_socket_t sock;           /* the connection, for framing_answer_end */
   bool in_drained;              /* the last read took all there was */
   bool error_unpaused;          /* see unpause_after_error */
   bool in_eof;
   bool send_paused, recv_paused;
   /* Standard input's bytes held back while the answer that came during
-   * their read is taken first (see read_cb): held[held_off..held_len).
+   * their read is taken first (see upload_read_cb):
+   * held[held_off..held_len).
    */
   char *held;
   size_t held_off, held_len;
@@ -113,50 +114,53 @@ struct pipe_state {
   struct timespec start, last_progress;
 };
 
-/* setup.c */
-extern bool setup (struct pipe_state *st, struct curl_slist **headers);
+/* easyopts.c */
+extern bool easy_options_set (struct pipe_state *st,
+                              struct curl_slist **headers);
 
 /* loop.c */
-extern int socket_cb (CURL *easy, curl_socket_t fd, int what, void *opaque,
-                      void *socketp);
-extern int timer_cb (CURLM *multi, long timeout_ms, void *opaque);
-extern CURLcode drive (struct pipe_state *st, CURLM *multi);
+extern int loop_socket_cb (CURL *easy, curl_socket_t fd, int what,
+                           void *opaque, void *socketp);
+extern int loop_timer_cb (CURLM *multi, long timeout_ms, void *opaque);
+extern CURLcode loop_run (struct pipe_state *st, CURLM *multi);
 
 /* download.c */
-extern size_t header_cb (char *data, size_t size, size_t nmemb,
-                         void *opaque);
-extern size_t write_cb (char *data, size_t size, size_t nmemb, void *opaque);
+extern size_t download_header_cb (char *data, size_t size, size_t nmemb,
+                                  void *opaque);
+extern size_t download_write_cb (char *data, size_t size, size_t nmemb,
+                                 void *opaque);
 
 /* upload.c */
 extern bool answer_waiting (const struct pipe_state *st);
-extern size_t read_cb (char *buf, size_t size, size_t nitems, void *opaque);
-extern void check_upload_end (struct pipe_state *st);
+extern size_t upload_read_cb (char *buf, size_t size, size_t nitems,
+                              void *opaque);
+extern void upload_check_end (struct pipe_state *st);
 
 /* status.c */
 /* Record why the transfer failed (the first reason wins); main.c, which
  * owns every message, prints it.
  */
-extern void say (struct pipe_state *st, const char *fmt, ...)
+extern void failure_report (struct pipe_state *st, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
 extern int exit_status (struct pipe_state *st, CURLcode result);
 
 /* writeout.c (write_out_known: curlpipe.h) */
-extern void write_out (const struct pipe_state *st, int status);
+extern void write_out_print (const struct pipe_state *st, int status);
 
 /* framing.c */
-extern void refuse_framing (struct pipe_state *st, const char *why);
-extern void take_body (struct pipe_state *st, const char *p, size_t len);
-extern int answer_whole (const struct pipe_state *st);
-extern int answer_end (const struct pipe_state *st);
+extern void framing_refuse (struct pipe_state *st, const char *why);
+extern void framing_take (struct pipe_state *st, const char *p, size_t len);
+extern int framing_answer_whole (const struct pipe_state *st);
+extern int framing_answer_end (const struct pipe_state *st);
 
 /* output.c */
-extern bool flush_out (struct pipe_state *st);
-extern bool open_output (struct pipe_state *st);
-extern void drain_output (struct pipe_state *st);
+extern bool output_flush (struct pipe_state *st);
+extern bool output_file_open (struct pipe_state *st);
+extern void output_drain (struct pipe_state *st);
 
 /* progress.c */
 extern double seconds_since (const struct timespec *t);
-extern void show_progress (struct pipe_state *st, bool last);
+extern void progress_show (struct pipe_state *st, bool last);
 
 /* fdmodes.c */
 extern void io_open (struct io *io, int fd, int mode);
@@ -164,6 +168,6 @@ extern void io_own (struct io *io, int fd);
 extern ssize_t io_read (const struct io *io, void *buf, size_t len);
 extern ssize_t io_write (const struct io *io, const void *buf, size_t len);
 extern bool io_close (struct io *io);
-extern void catch_signals (void);
+extern void io_ignore_sigpipe (void);
 
 #endif /* CURLPIPE_PIPE_H */

@@ -24,7 +24,7 @@ seconds_since (const struct timespec *t)
 }
 
 void
-show_progress (struct pipe_state *st, bool last)
+progress_show (struct pipe_state *st, bool last)
 {
   double secs = seconds_since (&st->start);
 

@@ -2,7 +2,7 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The transfer's outcome: why it failed (say, for main.c to print),
+ * The transfer's outcome: why it failed (failure_report, for main.c to print),
  * and its exit status.
  */
 
@@ -18,7 +18,7 @@
 #include "secrets.h"
 
 void
-say (struct pipe_state *st, const char *fmt, ...)
+failure_report (struct pipe_state *st, const char *fmt, ...)
 {
   va_list ap;
 
@@ -51,7 +51,7 @@ exit_status (struct pipe_state *st, CURLcode result)
   long code = 0;
 
   if (st->in_error[0]) {
-    say (st, "%s: %s", st->url, st->in_error);
+    failure_report (st, "%s: %s", st->url, st->in_error);
     return EXIT_READ;
   }
   /* As curl's -f, an error status counts before whatever came after
@@ -59,31 +59,31 @@ exit_status (struct pipe_state *st, CURLcode result)
    */
   curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
   if (st->opt->fail && code >= 400) {
-    say (st, "%s: the server answered HTTP %ld", st->url, code);
+    failure_report (st, "%s: the server answered HTTP %ld", st->url, code);
     return EXIT_HTTP;
   }
   if (st->out_error[0]) {
-    say (st, "%s: %s", st->url, st->out_error);
+    failure_report (st, "%s: %s", st->url, st->out_error);
     return EXIT_WRITE;
   }
   if (st->ch_bad) {
-    say (st, "%s: the answer's framing: %s", st->url, st->ch_bad);
+    failure_report (st, "%s: the answer's framing: %s", st->url, st->ch_bad);
     return st->ch_bad_code;
   }
   /* The server ended a whole answer and closed while more was being
    * sent: the exchange is done, as for curl.
    */
-  if (result == CURLE_SEND_ERROR && answer_whole (st) == 1)
+  if (result == CURLE_SEND_ERROR && framing_answer_whole (st) == 1)
     result = CURLE_OK;
   if (result == CURLE_SEND_FAIL_REWIND) {
-    say (st, "%s: -L: the redirect needs the body sent again, and "
+    failure_report (st, "%s: -L: the redirect needs the body sent again, and "
          "standard input (a stream) cannot replay it", st->url);
     return result;
   }
   if (result != CURLE_OK) {
     hide_urls (st);
     /* The error buffer says more than curl_easy_strerror, when set. */
-    say (st, "%s: %s%s%s%s", st->url,
+    failure_report (st, "%s: %s%s%s%s", st->url,
          st->errbuf[0] ? st->errbuf : curl_easy_strerror (result),
          st->opt->unix_socket ? " (through the Unix socket " : "",
          st->opt->unix_socket ? st->opt->unix_socket : "",

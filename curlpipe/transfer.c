@@ -2,8 +2,8 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * run_transfer: the transfer from start to end.  It opens the streams,
- * sets up the easy handle (setup.c), drives it (loop.c) and reports the
+ * transfer_run: the transfer from start to end.  It opens the streams,
+ * sets up the easy handle (easyopts.c), drives it (loop.c) and reports the
  * outcome (status.c); what happens while it runs is in loop.c's top
  * comment.
  */
@@ -49,7 +49,7 @@ open_streams (struct pipe_state *st)
     }
   }
   io_open (&st->in, STDIN_FILENO, O_RDONLY);
-  if (!to_file)                 /* else see open_output */
+  if (!to_file)                 /* else see output_file_open */
     io_open (&st->out_io, STDOUT_FILENO, O_WRONLY);
   st->body = &st->out_io;
   return true;
@@ -65,22 +65,22 @@ transfer (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
   const struct options *opt = st->opt;
   CURLcode result;
 
-  if (!open_streams (st) || !setup (st, headers))
+  if (!open_streams (st) || !easy_options_set (st, headers))
     return CURLE_FAILED_INIT;
-  curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+  curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, loop_socket_cb);
   curl_multi_setopt (multi, CURLMOPT_SOCKETDATA, st);
-  curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+  curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, loop_timer_cb);
   curl_multi_setopt (multi, CURLMOPT_TIMERDATA, st);
   curl_multi_add_handle (multi, st->easy);
-  result = drive (st, multi);
-  show_progress (st, true);
+  result = loop_run (st, multi);
+  progress_show (st, true);
   if (result == CURLE_OK)
-    check_upload_end (st);
+    upload_check_end (st);
   /* An answer with no body still makes the -o file, as curl does. */
   if (result == CURLE_OK && opt->output && st->out_error[0] == '\0' &&
       st->body != &st->err_io)
-    open_output (st);
-  drain_output (st);
+    output_file_open (st);
+  output_drain (st);
   return result;
 }
 
@@ -96,11 +96,11 @@ close_files (struct pipe_state *st, int status)
   if (st->header_file != NULL &&
       (st->header_file == stdout ? fflush (stdout) : fclose (st->header_file))
       == EOF && status == EXIT_OK) {
-    say (st, "-D %s: %s", opt->dump_header, strerror (errno));
+    failure_report (st, "-D %s: %s", opt->dump_header, strerror (errno));
     status = EXIT_WRITE;
   }
   if (!io_close (&st->out_io) && to_file && status == EXIT_OK) {
-    say (st, "%s: %s", opt->output, strerror (errno));
+    failure_report (st, "%s: %s", opt->output, strerror (errno));
     status = EXIT_WRITE;
   }
   io_close (&st->in);
@@ -111,7 +111,7 @@ close_files (struct pipe_state *st, int status)
 }
 
 int
-run_transfer (const struct options *opt, char *msg, size_t msglen)
+transfer_run (const struct options *opt, char *msg, size_t msglen)
 {
   struct pipe_state st = {
     .opt = opt, .msg = msg, .msglen = msglen,
@@ -130,11 +130,11 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
   st.easy = curl_easy_init ();
   multi = curl_multi_init ();
   if (st.url == NULL || st.out == NULL || st.easy == NULL || multi == NULL) {
-    say (&st, "out of memory");
+    failure_report (&st, "out of memory");
     status = EXIT_NOMEM;
     goto out;
   }
-  catch_signals ();
+  io_ignore_sigpipe ();
   st.progress = !opt->silent && isatty (STDERR_FILENO);
   clock_gettime (CLOCK_MONOTONIC, &st.start);
   st.last_progress = st.start;
@@ -142,7 +142,7 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
   result = transfer (&st, multi, &headers);
   status = exit_status (&st, result);
   if (st.msg[0] == '\0' && status != EXIT_OK)
-    say (&st, "%s: %s", st.url, curl_easy_strerror (result));
+    failure_report (&st, "%s: %s", st.url, curl_easy_strerror (result));
 
  out:
   if (multi && st.easy)
@@ -152,7 +152,7 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
    * exits with, also when closing -D's or -o's file failed.
    */
   if (opt->write_out && st.easy)
-    write_out (&st, status);
+    write_out_print (&st, status);
   curl_easy_cleanup (st.easy);
   curl_multi_cleanup (multi);
   curl_slist_free_all (headers);

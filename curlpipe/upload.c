@@ -73,7 +73,7 @@ hold_back (struct pipe_state *st, const char *buf, size_t n)
 }
 
 size_t
-read_cb (char *buf, size_t size, size_t nitems, void *opaque)
+upload_read_cb (char *buf, size_t size, size_t nitems, void *opaque)
 {
   struct pipe_state *st = opaque;
   size_t want;
@@ -141,7 +141,7 @@ read_cb (char *buf, size_t size, size_t nitems, void *opaque)
  * within 5 s is given the benefit of the doubt.
  */
 void
-check_upload_end (struct pipe_state *st)
+upload_check_end (struct pipe_state *st)
 {
   struct pollfd pfd = { .fd = st->in.poll_fd, .events = POLLIN };
   char c;

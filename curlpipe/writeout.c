@@ -135,7 +135,7 @@ masked (const char *url)
   return url && *url ? shown_url (url) : NULL;
 }
 
-/* The certificate chain (CURLOPT_CERTINFO, asked for by setup.c when
+/* The certificate chain (CURLOPT_CERTINFO, asked for by easyopts.c when
  * the format names it): each field on its own line; NULL for none.
  */
 static char *
@@ -355,7 +355,7 @@ put_header (const struct pipe_state *st, const char *name, size_t len,
  * it).
  */
 void
-write_out (const struct pipe_state *st, int status)
+write_out_print (const struct pipe_state *st, int status)
 {
   const char *p = st->opt->write_out, *end;
   const struct var *v;

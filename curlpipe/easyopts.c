@@ -40,7 +40,7 @@ print_trace (const char *line, void *opaque)
 
 static const struct debug_printer printer = { print_debug, NULL };
 
-/* The connection's socket, for answer_end. */
+/* The connection's socket, for framing_answer_end. */
 static int
 sockopt_cb (void *opaque, curl_socket_t fd, curlsocktype purpose)
 {
@@ -207,7 +207,7 @@ open_trace (struct pipe_state *st)
     return true;
   st->trace_file = strcmp (name, "-") == 0 ? stderr : fopen (name, "we");
   if (st->trace_file == NULL) {
-    say (st, "--trace-ascii %s: %s", name, strerror (errno));
+    failure_report (st, "--trace-ascii %s: %s", name, strerror (errno));
     return false;
   }
   st->trace_printer = (struct debug_printer) { print_trace, st->trace_file };
@@ -216,14 +216,14 @@ open_trace (struct pipe_state *st)
 
 /* Options of the transfer; false after reporting a failure. */
 bool
-setup (struct pipe_state *st, struct curl_slist **headers)
+easy_options_set (struct pipe_state *st, struct curl_slist **headers)
 {
   const struct options *opt = st->opt;
   CURL *e = st->easy;
   CURLcode rc = CURLE_OK;
 
   if (!request_headers (opt, headers)) {
-    say (st, "out of memory");
+    failure_report (st, "out of memory");
     return false;
   }
   if (!open_trace (st))
@@ -232,8 +232,8 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   SET (CURLOPT_URL, opt->url);
   SET (CURLOPT_ERRORBUFFER, st->errbuf);
   SET (CURLOPT_NOSIGNAL, 1L);
-  /* --data-binary: a real POST (its body from read_cb, chunked when
-   * its length is unknown), which -L turns into a GET without a body on
+  /* --data-binary: a real POST (its body from upload_read_cb, chunked
+   * when its length is unknown), which -L turns into a GET without a body on
    * 301, 302 and 303, as curl does; a PUT, or -X's method, stays.
    */
   if (opt->data_binary) {
@@ -245,9 +245,9 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   if (opt->method)
     SET (CURLOPT_CUSTOMREQUEST, opt->method);
   SET (CURLOPT_HTTPHEADER, *headers);
-  SET (CURLOPT_READFUNCTION, read_cb);
+  SET (CURLOPT_READFUNCTION, upload_read_cb);
   SET (CURLOPT_READDATA, st);
-  SET (CURLOPT_WRITEFUNCTION, write_cb);
+  SET (CURLOPT_WRITEFUNCTION, download_write_cb);
   SET (CURLOPT_WRITEDATA, st);
   SET (CURLOPT_UPLOAD_BUFFERSIZE, (long) UPLOAD_BUFFER_SIZE);
   SET (CURLOPT_BUFFERSIZE, (long) DOWNLOAD_BUFFER_SIZE);
@@ -282,9 +282,9 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_MAX_SEND_SPEED_LARGE, opt->limit_rate);
     SET (CURLOPT_MAX_RECV_SPEED_LARGE, opt->limit_rate);
   }
-  SET (CURLOPT_HEADERFUNCTION, header_cb);
+  SET (CURLOPT_HEADERFUNCTION, download_header_cb);
   SET (CURLOPT_HEADERDATA, st);
-  SET (CURLOPT_HTTP_TRANSFER_DECODING, 0L);   /* see take_body */
+  SET (CURLOPT_HTTP_TRANSFER_DECODING, 0L);   /* see framing_take */
   SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
   SET (CURLOPT_SOCKOPTDATA, st);
   /* HTTP/1.1 unless --http2, also over TLS: over HTTP/2 libcurl 7.88
@@ -312,7 +312,7 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   if (rc == CURLE_OK)
     rc = set_upload_size (st, e);
   if (rc != CURLE_OK) {
-    say (st, "%s: %s", st->url, curl_easy_strerror (rc));
+    failure_report (st, "%s: %s", st->url, curl_easy_strerror (rc));
     return false;
   }
   return true;
