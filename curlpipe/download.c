@@ -81,14 +81,13 @@ download_header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     return len;
   if (st->header_file != NULL) {
     if (fwrite (data, 1, len, st->header_file) != len) {
-      snprintf (st->out_error, sizeof st->out_error, "-D: %s",
-                strerror (errno));
+      failure_output (st, "-D: %s", strerror (errno));
       return 0;
     }
     return len;
   }
   if (len > st->out_size - st->out_len) {
-    snprintf (st->out_error, sizeof st->out_error, "-D -: headers too long");
+    failure_output (st, "-D -: headers too long");
     return 0;
   }
   memcpy (st->out + st->out_len, data, len);

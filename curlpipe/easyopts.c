@@ -230,7 +230,7 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
     return false;
 
   SET (CURLOPT_URL, opt->url);
-  SET (CURLOPT_ERRORBUFFER, st->errbuf);
+  SET (CURLOPT_ERRORBUFFER, failure_curl_buffer (st));
   SET (CURLOPT_NOSIGNAL, 1L);
   /* --data-binary: a real POST (its body from upload_read_cb, chunked
    * when its length is unknown), which -L turns into a GET without a body on

@@ -146,8 +146,8 @@ answer_over (struct pipe_state *st, CURLcode *result)
     end = framing_answer_end (st);
     if (end != 0) {
       if (*result == CURLE_OK && end == -1) {
-        snprintf (st->errbuf, sizeof st->errbuf, "the connection closed "
-                  "in the middle of the answer");
+        failure_curl (st, "the connection closed in the middle of the "
+                      "answer");
         *result = CURLE_PARTIAL_FILE;
       }
       return true;
@@ -172,7 +172,8 @@ unpause (struct pipe_state *st)
     st->answer_first = false;
     st->send_paused = false;
     if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                         : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
+                         : CURLPAUSE_CONT) != CURLE_OK ||
+        failure_output_seen (st))
       return false;
   }
 
@@ -180,7 +181,8 @@ unpause (struct pipe_state *st)
   if (st->recv_paused && st->out_len == 0) {
     st->recv_paused = false;
     if (curl_easy_pause (st->easy, st->send_paused ? CURLPAUSE_SEND
-                         : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
+                         : CURLPAUSE_CONT) != CURLE_OK ||
+        failure_output_seen (st))
       return false;
   }
   return true;
@@ -241,7 +243,8 @@ dispatch (struct pipe_state *st, CURLM *multi, const struct pollfd *pfd,
   if (in_at >= 0 && pfd[in_at].revents) {
     st->send_paused = false;
     if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                         : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
+                         : CURLPAUSE_CONT) != CURLE_OK ||
+        failure_output_seen (st))
       return false;
     /* Tell libcurl the socket can take the bytes: with no events it
      * would first try a read, which says EAGAIN (one system call in
@@ -314,8 +317,7 @@ loop_run (struct pipe_state *st, CURLM *multi)
     n = poll_set (st, pfd, &in_at, &out_at);
     r = poll (pfd, n, poll_timeout (st));
     if (r == -1 && errno != EINTR) {
-      snprintf (st->in_error, sizeof st->in_error, "poll: %s",
-                strerror (errno));
+      failure_input (st, "poll: %s", strerror (errno));
       return CURLE_READ_ERROR;
     }
     if (!dispatch (st, multi, pfd, n, in_at, out_at, &running))

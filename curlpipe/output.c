@@ -31,8 +31,7 @@ output_flush (struct pipe_state *st)
     if (n == -1) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         break;
-      snprintf (st->out_error, sizeof st->out_error,
-                "writing the answer: %s", strerror (errno));
+      failure_output (st, "writing the answer: %s", strerror (errno));
       return false;
     }
     st->out_off += n;
@@ -57,8 +56,7 @@ output_file_open (struct pipe_state *st)
     return true;
   fd = open (name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd == -1) {
-    snprintf (st->out_error, sizeof st->out_error, "%s: %s", name,
-              strerror (errno));
+    failure_output (st, "%s: %s", name, strerror (errno));
     return false;
   }
   io_own (&st->out_io, fd);
@@ -74,14 +72,14 @@ output_drain (struct pipe_state *st)
 {
   struct pollfd pfd;
 
-  while (st->out_error[0] == '\0' && st->out_len > 0) {
+  while (!failure_output_seen (st) && st->out_len > 0) {
     if (!output_flush (st))
       break;
     if (st->out_len > 0) {
       pfd = (struct pollfd) { .fd = st->body->poll_fd, .events = POLLOUT };
       if (poll (&pfd, 1, -1) == -1 && errno != EINTR) {
-        snprintf (st->out_error, sizeof st->out_error,
-                  "writing the answer: poll: %s", strerror (errno));
+        failure_output (st, "writing the answer: poll: %s",
+                        strerror (errno));
         break;
       }
     }

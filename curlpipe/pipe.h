@@ -57,10 +57,18 @@ struct io {
   bool relayed;                 /* fd: the reader thread's pipe */
 };
 
+/* Why the transfer failed, as each part found out (status.c's). */
+struct failure {
+  char *msg;                    /* main.c's buffer: the message it prints */
+  size_t msglen;
+  char input[128];              /* reading standard input (exit 26) */
+  char output[128];             /* writing the answer (exit 23) */
+  char curl[CURL_ERROR_SIZE];   /* libcurl's error buffer */
+};
+
 struct pipe_state {
   const struct options *opt;
-  char *msg;                    /* the failure, for main.c to print */
-  size_t msglen;
+  struct failure failure;
   char *url;                    /* opt->url as messages show it */
   CURL *easy;
   struct io in, out_io;         /* out_io.fd: -1 until -o FILE is opened */
@@ -107,8 +115,6 @@ struct pipe_state {
 
   curl_off_t sent, received;
   long num_headers;             /* in the last answer, for -w */
-  char in_error[128], out_error[128];
-  char errbuf[CURL_ERROR_SIZE];
 
   bool progress;
   struct timespec start, last_progress;
@@ -137,11 +143,22 @@ extern size_t upload_read_cb (char *buf, size_t size, size_t nitems,
 extern void upload_check_end (struct pipe_state *st);
 
 /* status.c */
+extern void failure_init (struct pipe_state *st, char *msg, size_t msglen);
 /* Record why the transfer failed (the first reason wins); main.c, which
  * owns every message, prints it.
  */
 extern void failure_report (struct pipe_state *st, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
+extern const char *failure_message (const struct pipe_state *st);
+extern void failure_input (struct pipe_state *st, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+extern void failure_output (struct pipe_state *st, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+extern void failure_curl (struct pipe_state *st, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+extern bool failure_input_seen (const struct pipe_state *st);
+extern bool failure_output_seen (const struct pipe_state *st);
+extern char *failure_curl_buffer (struct pipe_state *st);
 extern int exit_status (struct pipe_state *st, CURLcode result);
 
 /* writeout.c (write_out_known: curlpipe.h) */

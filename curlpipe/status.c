@@ -2,8 +2,8 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The transfer's outcome: why it failed (failure_report, for main.c to print),
- * and its exit status.
+ * The transfer's outcome: why it failed, as each part of it found out
+ * (struct failure), the message main.c prints, and the exit status.
  */
 
 #include <config.h>
@@ -17,16 +17,86 @@
 #include "pipe.h"
 #include "secrets.h"
 
+/* main.c's buffer for the message, empty until a failure. */
+void
+failure_init (struct pipe_state *st, char *msg, size_t msglen)
+{
+  st->failure.msg = msg;
+  st->failure.msglen = msglen;
+}
+
 void
 failure_report (struct pipe_state *st, const char *fmt, ...)
 {
   va_list ap;
 
-  if (st->msg[0] != '\0')
+  if (st->failure.msg[0] != '\0')
     return;
   va_start (ap, fmt);
-  vsnprintf (st->msg, st->msglen, fmt, ap);
+  vsnprintf (st->failure.msg, st->failure.msglen, fmt, ap);
   va_end (ap);
+}
+
+/* The message so far ("" for none), for -w's %{errormsg}. */
+const char *
+failure_message (const struct pipe_state *st)
+{
+  return st->failure.msg;
+}
+
+/* Each side's failure replaces the one before on that side: the last
+ * one is the cause the transfer ended with.
+ */
+void
+failure_input (struct pipe_state *st, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (st->failure.input, sizeof st->failure.input, fmt, ap);
+  va_end (ap);
+}
+
+void
+failure_output (struct pipe_state *st, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (st->failure.output, sizeof st->failure.output, fmt, ap);
+  va_end (ap);
+}
+
+/* What libcurl would have put in its error buffer, for a failure that
+ * curlpipe finds in libcurl's place (see loop.c's answer_over).
+ */
+void
+failure_curl (struct pipe_state *st, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (st->failure.curl, sizeof st->failure.curl, fmt, ap);
+  va_end (ap);
+}
+
+bool
+failure_input_seen (const struct pipe_state *st)
+{
+  return st->failure.input[0] != '\0';
+}
+
+bool
+failure_output_seen (const struct pipe_state *st)
+{
+  return st->failure.output[0] != '\0';
+}
+
+/* CURLOPT_ERRORBUFFER: libcurl writes its own failures here. */
+char *
+failure_curl_buffer (struct pipe_state *st)
+{
+  return st->failure.curl;
 }
 
 /* libcurl's error buffer quotes a URL it cannot use, password and
@@ -38,8 +108,8 @@ hide_urls (struct pipe_state *st)
 {
   char copy[CURL_ERROR_SIZE];
 
-  shown_message (st->errbuf, copy, sizeof copy);
-  memcpy (st->errbuf, copy, sizeof copy);
+  shown_message (st->failure.curl, copy, sizeof copy);
+  memcpy (st->failure.curl, copy, sizeof copy);
 }
 
 /* The exit status for the transfer's result, and its message: curl's
@@ -50,8 +120,8 @@ exit_status (struct pipe_state *st, CURLcode result)
 {
   long code = 0;
 
-  if (st->in_error[0]) {
-    failure_report (st, "%s: %s", st->url, st->in_error);
+  if (failure_input_seen (st)) {
+    failure_report (st, "%s: %s", st->url, st->failure.input);
     return EXIT_READ;
   }
   /* As curl's -f, an error status counts before whatever came after
@@ -62,8 +132,8 @@ exit_status (struct pipe_state *st, CURLcode result)
     failure_report (st, "%s: the server answered HTTP %ld", st->url, code);
     return EXIT_HTTP;
   }
-  if (st->out_error[0]) {
-    failure_report (st, "%s: %s", st->url, st->out_error);
+  if (failure_output_seen (st)) {
+    failure_report (st, "%s: %s", st->url, st->failure.output);
     return EXIT_WRITE;
   }
   if (st->ch_bad) {
@@ -84,7 +154,8 @@ exit_status (struct pipe_state *st, CURLcode result)
     hide_urls (st);
     /* The error buffer says more than curl_easy_strerror, when set. */
     failure_report (st, "%s: %s%s%s%s", st->url,
-         st->errbuf[0] ? st->errbuf : curl_easy_strerror (result),
+         st->failure.curl[0] ? st->failure.curl
+         : curl_easy_strerror (result),
          st->opt->unix_socket ? " (through the Unix socket " : "",
          st->opt->unix_socket ? st->opt->unix_socket : "",
          st->opt->unix_socket ? ")" : "");

@@ -43,8 +43,7 @@ open_streams (struct pipe_state *st)
   else if (opt->dump_header && strcmp (opt->dump_header, "-") != 0) {
     st->header_file = fopen (opt->dump_header, "we");
     if (st->header_file == NULL) {
-      snprintf (st->out_error, sizeof st->out_error, "-D %s: %s",
-                opt->dump_header, strerror (errno));
+      failure_output (st, "-D %s: %s", opt->dump_header, strerror (errno));
       return false;
     }
   }
@@ -77,7 +76,7 @@ transfer (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
   if (result == CURLE_OK)
     upload_check_end (st);
   /* An answer with no body still makes the -o file, as curl does. */
-  if (result == CURLE_OK && opt->output && st->out_error[0] == '\0' &&
+  if (result == CURLE_OK && opt->output && !failure_output_seen (st) &&
       st->body != &st->err_io)
     output_file_open (st);
   output_drain (st);
@@ -114,7 +113,7 @@ int
 transfer_run (const struct options *opt, char *msg, size_t msglen)
 {
   struct pipe_state st = {
-    .opt = opt, .msg = msg, .msglen = msglen,
+    .opt = opt,
     .in = { .fd = -1, .poll_fd = -1 }, .out_io = { .fd = -1, .poll_fd = -1 },
     .err_io = { .fd = -1, .poll_fd = -1 },
     .timer_ms = -1, .sock = CURL_SOCKET_BAD,
@@ -124,6 +123,7 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
   CURLcode result = CURLE_FAILED_INIT;
   int status;
 
+  failure_init (&st, msg, msglen);
   st.url = shown_url (opt->url);
   st.out_size = OUT_BUFFER_SIZE;
   st.out = malloc (st.out_size);
@@ -141,7 +141,7 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
 
   result = transfer (&st, multi, &headers);
   status = exit_status (&st, result);
-  if (st.msg[0] == '\0' && status != EXIT_OK)
+  if (failure_message (&st)[0] == '\0' && status != EXIT_OK)
     failure_report (&st, "%s: %s", st.url, curl_easy_strerror (result));
 
  out:

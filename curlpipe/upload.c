@@ -117,10 +117,10 @@ upload_read_cb (char *buf, size_t size, size_t nitems, void *opaque)
   if (n == 0) {
     /* libcurl would wait for the rest of the promised body for ever. */
     if (st->opt->upload_size >= 0 && st->sent < st->opt->upload_size) {
-      snprintf (st->in_error, sizeof st->in_error, "standard input ended "
-                "after %" CURL_FORMAT_CURL_OFF_T " of the %"
-                CURL_FORMAT_CURL_OFF_T " bytes of --upload-size", st->sent,
-                st->opt->upload_size);
+      failure_input (st, "standard input ended after %"
+                     CURL_FORMAT_CURL_OFF_T " of the %" CURL_FORMAT_CURL_OFF_T
+                     " bytes of --upload-size", st->sent,
+                     st->opt->upload_size);
       return CURL_READFUNC_ABORT;
     }
     st->in_eof = true;
@@ -130,8 +130,7 @@ upload_read_cb (char *buf, size_t size, size_t nitems, void *opaque)
     st->send_paused = true;
     return CURL_READFUNC_PAUSE;
   }
-  snprintf (st->in_error, sizeof st->in_error, "reading standard input: %s",
-            strerror (errno));
+  failure_input (st, "reading standard input: %s", strerror (errno));
   return CURL_READFUNC_ABORT;
 }
 
@@ -148,7 +147,7 @@ upload_check_end (struct pipe_state *st)
   ssize_t n;
   struct stat sb;
 
-  if (st->opt->upload_size < 0 || st->in_eof || st->in_error[0] ||
+  if (st->opt->upload_size < 0 || st->in_eof || failure_input_seen (st) ||
       fstat (st->in.fd, &sb) == -1)
     return;
   /* A terminal is left alone: reading it would wait for the user. */
@@ -158,7 +157,7 @@ upload_check_end (struct pipe_state *st)
     return;
   n = io_read (&st->in, &c, 1);
   if (n > 0)
-    snprintf (st->in_error, sizeof st->in_error, "standard input has more "
-              "than the %" CURL_FORMAT_CURL_OFF_T " bytes of --upload-size",
-              st->opt->upload_size);
+    failure_input (st, "standard input has more than the %"
+                   CURL_FORMAT_CURL_OFF_T " bytes of --upload-size",
+                   st->opt->upload_size);
 }

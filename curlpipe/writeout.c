@@ -200,7 +200,8 @@ value (const struct pipe_state *st, int status, const struct var *v,
     *number = l;
   }
   else if (strcmp (v->name, "errormsg") == 0)
-    *text = status != 0 && st->msg[0] ? strdup (st->msg) : NULL;
+    *text = status != 0 && failure_message (st)[0]
+      ? strdup (failure_message (st)) : NULL;
   else if (strcmp (v->name, "exitcode") == 0)
     *number = status;
   else if (strcmp (v->name, "filename_effective") == 0)
