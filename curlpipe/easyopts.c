@@ -284,7 +284,7 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
   }
   SET (CURLOPT_HEADERFUNCTION, download_header_cb);
   SET (CURLOPT_HEADERDATA, st);
-  SET (CURLOPT_HTTP_TRANSFER_DECODING, 0L);   /* see framing_take */
+  SET (CURLOPT_HTTP_TRANSFER_DECODING, 0L);   /* see framing_decode */
   SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
   SET (CURLOPT_SOCKOPTDATA, st);
   /* HTTP/1.1 unless --http2, also over TLS: over HTTP/2 libcurl 7.88

@@ -41,6 +41,14 @@ output_flush (struct pipe_state *st)
   return true;
 }
 
+/* Put n bytes of the answer in the buffer, which has room for them. */
+void
+output_put (struct pipe_state *st, const char *p, size_t n)
+{
+  memcpy (st->out + st->out_len, p, n);
+  st->out_len += n;
+}
+
 /* -o FILE is opened (and an existing one truncated) only when there is
  * an answer to put in it: a transfer that fails before it leaves the
  * file as it was.  False after recording an error.

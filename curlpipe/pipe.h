@@ -66,6 +66,19 @@ struct failure {
   char curl[CURL_ERROR_SIZE];   /* libcurl's error buffer */
 };
 
+/* The answer's framing, decoded as it comes (framing.c's). */
+struct framing {
+  bool chunked;                 /* Transfer-Encoding: chunked */
+  enum { CH_SIZE, CH_EXT, CH_DATA, CH_DATA_END, CH_TRAILER_START,
+         CH_TRAILER, CH_DONE } state;
+  uint64_t left;                /* of the chunk's data */
+  unsigned digits;              /* of the size being read */
+  bool colon;                   /* the trailer line has its colon */
+  const char *refused;          /* why the framing is refused, or NULL */
+  CURLcode refused_code;        /* ... and the exit status, as curl's */
+  curl_off_t received;          /* the body's bytes, decoded */
+};
+
 struct pipe_state {
   const struct options *opt;
   struct failure failure;
@@ -78,15 +91,7 @@ struct pipe_state {
   struct debug_printer trace_printer;
   off_t in_start;               /* a regular file's offset at start */
 
-  /* The answer's chunked framing, decoded here (see framing_take). */
-  bool chunked;
-  enum { CH_SIZE, CH_EXT, CH_DATA, CH_DATA_END, CH_TRAILER_START,
-         CH_TRAILER, CH_DONE } ch_state;
-  uint64_t ch_left;
-  unsigned ch_digits;           /* of the size being read */
-  bool ch_colon;                /* the trailer line has its colon */
-  const char *ch_bad;           /* why the framing is refused, or NULL */
-  CURLcode ch_bad_code;         /* ... and the exit status, as curl's */
+  struct framing framing;
   curl_socket_t sock;           /* the connection, for framing_answer_end */
   bool in_drained;              /* the last read took all there was */
   bool error_unpaused;          /* see unpause_after_error */
@@ -113,7 +118,7 @@ struct pipe_state {
   long timer_ms;                /* -1: none */
   struct timespec timer_set;
 
-  curl_off_t sent, received;
+  curl_off_t sent;
   long num_headers;             /* in the last answer, for -w */
 
   bool progress;
@@ -165,12 +170,19 @@ extern int exit_status (struct pipe_state *st, CURLcode result);
 extern void write_out_print (const struct pipe_state *st, int status);
 
 /* framing.c */
-extern void framing_refuse (struct pipe_state *st, const char *why);
-extern void framing_take (struct pipe_state *st, const char *p, size_t len);
+extern bool framing_header_line (struct pipe_state *st, const char *line,
+                                 size_t len);
+extern size_t framing_decode (struct pipe_state *st, const char **p,
+                              const char *end, const char **data);
+extern const char *framing_refusal (const struct pipe_state *st,
+                                    CURLcode *code);
+extern bool framing_refused (const struct pipe_state *st);
+extern curl_off_t framing_received (const struct pipe_state *st);
 extern int framing_answer_whole (const struct pipe_state *st);
 extern int framing_answer_end (const struct pipe_state *st);
 
 /* output.c */
+extern void output_put (struct pipe_state *st, const char *p, size_t n);
 extern bool output_flush (struct pipe_state *st);
 extern bool output_file_open (struct pipe_state *st);
 extern void output_drain (struct pipe_state *st);

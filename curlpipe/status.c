@@ -119,6 +119,8 @@ int
 exit_status (struct pipe_state *st, CURLcode result)
 {
   long code = 0;
+  const char *refusal;
+  CURLcode refusal_code;
 
   if (failure_input_seen (st)) {
     failure_report (st, "%s: %s", st->url, st->failure.input);
@@ -136,9 +138,10 @@ exit_status (struct pipe_state *st, CURLcode result)
     failure_report (st, "%s: %s", st->url, st->failure.output);
     return EXIT_WRITE;
   }
-  if (st->ch_bad) {
-    failure_report (st, "%s: the answer's framing: %s", st->url, st->ch_bad);
-    return st->ch_bad_code;
+  refusal = framing_refusal (st, &refusal_code);
+  if (refusal != NULL) {
+    failure_report (st, "%s: the answer's framing: %s", st->url, refusal);
+    return refusal_code;
   }
   /* The server ended a whole answer and closed while more was being
    * sent: the exchange is done, as for curl.

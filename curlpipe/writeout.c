@@ -225,7 +225,7 @@ value (const struct pipe_state *st, int status, const struct var *v,
     *text = masked (s);
   }
   else if (strcmp (v->name, "size_download") == 0)
-    *number = st->received;
+    *number = framing_received (st);
   else if (strcmp (v->name, "size_upload") == 0)
     *number = st->sent;
   else if (strcmp (v->name, "url") == 0)
