@@ -45,12 +45,11 @@ download_header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     }
     return len;
   }
-  if (len > st->out_size - st->out_len) {
+  if (len > output_space (st)) {
     failure_output (st, "-D -: headers too long");
     return 0;
   }
-  memcpy (st->out + st->out_len, data, len);
-  st->out_len += len;
+  output_put (st, data, len);
   return len;
 }
 
@@ -66,31 +65,23 @@ download_write_cb (char *data, size_t size, size_t nmemb, void *opaque)
   if (!st->body_started) {
     st->body_started = true;
     curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (st->opt->fail && !st->opt->fail_with_body && code >= 400) {
-      /* -D -'s headers, already buffered, still go to stdout. */
-      output_drain (st);
-      io_open (&st->err_io, STDERR_FILENO, O_WRONLY);
-      st->body = &st->err_io;
-    }
+    if (st->opt->fail && !st->opt->fail_with_body && code >= 400)
+      output_to_stderr (st);
     else if (!output_file_open (st))
       return 0;
   }
 
-  if (len > st->out_size - st->out_len) {
-    if (!output_flush (st))
-      return 0;
-    if (st->out_off > 0) {
-      memmove (st->out, st->out + st->out_off, st->out_len - st->out_off);
-      st->out_len -= st->out_off;
-      st->out_off = 0;
-    }
+  switch (output_reserve (st, len)) {
+  case OUTPUT_FAILED:
+    return 0;
+  case OUTPUT_FULL:
     /* Standard output is not taking it: libcurl keeps the bytes and
      * gives them again after the pause, and stops reading the socket.
      */
-    if (len > st->out_size - st->out_len) {
-      st->recv_paused = true;
-      return CURL_WRITEFUNC_PAUSE;
-    }
+    st->recv_paused = true;
+    return CURL_WRITEFUNC_PAUSE;
+  case OUTPUT_ROOM:
+    break;
   }
   while (p < end) {
     n = framing_decode (st, &p, end, &body);

@@ -178,7 +178,7 @@ unpause (struct pipe_state *st)
   }
 
   /* Unpausing may call the callbacks at once, which may pause again. */
-  if (st->recv_paused && st->out_len == 0) {
+  if (st->recv_paused && !output_pending (st)) {
     st->recv_paused = false;
     if (curl_easy_pause (st->easy, st->send_paused ? CURLPAUSE_SEND
                          : CURLPAUSE_CONT) != CURLE_OK ||
@@ -207,9 +207,9 @@ poll_set (const struct pipe_state *st, struct pollfd *pfd, int *in_at,
     *in_at = n;
     pfd[n++] = (struct pollfd) { .fd = st->in.poll_fd, .events = POLLIN };
   }
-  if (st->out_len > 0) {
+  if (output_pending (st)) {
     *out_at = n;
-    pfd[n++] = (struct pollfd) { .fd = st->body->poll_fd,
+    pfd[n++] = (struct pollfd) { .fd = output_poll_fd (st),
                                  .events = POLLOUT };
   }
   return n;

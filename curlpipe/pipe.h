@@ -79,13 +79,23 @@ struct framing {
   curl_off_t received;          /* the body's bytes, decoded */
 };
 
+/* The answer's bytes not yet written, buf[off..len), and where they go
+ * (output.c's).
+ */
+struct output {
+  char *buf;
+  size_t off, len, size;
+  struct io out;                /* stdout, or -o FILE (fd -1 until open) */
+  struct io err;                /* standard error, for -f's error body */
+  struct io *to;                /* &out, or &err */
+};
+
 struct pipe_state {
   const struct options *opt;
   struct failure failure;
   char *url;                    /* opt->url as messages show it */
   CURL *easy;
-  struct io in, out_io;         /* out_io.fd: -1 until -o FILE is opened */
-  struct io err_io;             /* standard error, for -f's error body */
+  struct io in;
   FILE *header_file;            /* -D FILE, NULL for none or "-" */
   FILE *trace_file;             /* --trace-ascii FILE, or NULL */
   struct debug_printer trace_printer;
@@ -105,12 +115,9 @@ struct pipe_state {
   size_t held_off, held_len;
   bool answer_first;            /* holding them */
   bool answer_read;             /* libcurl has read the socket since */
-  struct io *body;              /* &out_io, or &err_io for -f's error */
   bool body_started;
 
-  /* The answer's bytes not yet written: out[out_off..out_len). */
-  char *out;
-  size_t out_off, out_len, out_size;
+  struct output output;
 
   /* libcurl's sockets (CURLMOPT_SOCKETFUNCTION) and timer. */
   struct { curl_socket_t fd; short events; } socks[MAX_SOCKETS];
@@ -182,10 +189,24 @@ extern int framing_answer_whole (const struct pipe_state *st);
 extern int framing_answer_end (const struct pipe_state *st);
 
 /* output.c */
-extern void output_put (struct pipe_state *st, const char *p, size_t n);
-extern bool output_flush (struct pipe_state *st);
+extern bool output_init (struct pipe_state *st);
+extern void output_start (struct pipe_state *st);
 extern bool output_file_open (struct pipe_state *st);
+extern void output_to_stderr (struct pipe_state *st);
+extern bool output_on_stderr (const struct pipe_state *st);
+extern size_t output_space (const struct pipe_state *st);
+enum output_room {
+  OUTPUT_ROOM,                  /* the bytes fit */
+  OUTPUT_FULL,                  /* the output takes nothing now */
+  OUTPUT_FAILED,                /* writing it failed (recorded) */
+};
+extern enum output_room output_reserve (struct pipe_state *st, size_t len);
+extern void output_put (struct pipe_state *st, const char *p, size_t n);
+extern bool output_pending (const struct pipe_state *st);
+extern int output_poll_fd (const struct pipe_state *st);
+extern bool output_flush (struct pipe_state *st);
 extern void output_drain (struct pipe_state *st);
+extern bool output_close (struct pipe_state *st);
 
 /* progress.c */
 extern double seconds_since (const struct timespec *t);

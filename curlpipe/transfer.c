@@ -23,13 +23,6 @@
 #include "pipe.h"
 #include "secrets.h"
 
-/* The answer is gathered while libcurl decodes what one read from the
- * socket brought, and written to standard output in one write: the
- * streaming echo sends a 64 KiB block as four chunks, which were four
- * writes.
- */
-#define OUT_BUFFER_SIZE (1024 * 1024)
-
 /* Standard input and output, -D's file. */
 static bool
 open_streams (struct pipe_state *st)
@@ -48,9 +41,7 @@ open_streams (struct pipe_state *st)
     }
   }
   io_open (&st->in, STDIN_FILENO, O_RDONLY);
-  if (!to_file)                 /* else see output_file_open */
-    io_open (&st->out_io, STDOUT_FILENO, O_WRONLY);
-  st->body = &st->out_io;
+  output_start (st);
   return true;
 }
 
@@ -77,7 +68,7 @@ transfer (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
     upload_check_end (st);
   /* An answer with no body still makes the -o file, as curl does. */
   if (result == CURLE_OK && opt->output && !failure_output_seen (st) &&
-      st->body != &st->err_io)
+      !output_on_stderr (st))
     output_file_open (st);
   output_drain (st);
   return result;
@@ -98,12 +89,11 @@ close_files (struct pipe_state *st, int status)
     failure_report (st, "-D %s: %s", opt->dump_header, strerror (errno));
     status = EXIT_WRITE;
   }
-  if (!io_close (&st->out_io) && to_file && status == EXIT_OK) {
+  if (!output_close (st) && to_file && status == EXIT_OK) {
     failure_report (st, "%s: %s", opt->output, strerror (errno));
     status = EXIT_WRITE;
   }
   io_close (&st->in);
-  io_close (&st->err_io);
   if (st->trace_file != NULL && st->trace_file != stderr)
     fclose (st->trace_file);
   return status;
@@ -114,22 +104,21 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
 {
   struct pipe_state st = {
     .opt = opt,
-    .in = { .fd = -1, .poll_fd = -1 }, .out_io = { .fd = -1, .poll_fd = -1 },
-    .err_io = { .fd = -1, .poll_fd = -1 },
+    .in = { .fd = -1, .poll_fd = -1 },
     .timer_ms = -1, .sock = CURL_SOCKET_BAD,
   };
   struct curl_slist *headers = NULL;
   CURLM *multi = NULL;
   CURLcode result = CURLE_FAILED_INIT;
   int status;
+  bool output_ok;
 
   failure_init (&st, msg, msglen);
   st.url = shown_url (opt->url);
-  st.out_size = OUT_BUFFER_SIZE;
-  st.out = malloc (st.out_size);
+  output_ok = output_init (&st);
   st.easy = curl_easy_init ();
   multi = curl_multi_init ();
-  if (st.url == NULL || st.out == NULL || st.easy == NULL || multi == NULL) {
+  if (st.url == NULL || !output_ok || st.easy == NULL || multi == NULL) {
     failure_report (&st, "out of memory");
     status = EXIT_NOMEM;
     goto out;
@@ -156,7 +145,6 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
   curl_easy_cleanup (st.easy);
   curl_multi_cleanup (multi);
   curl_slist_free_all (headers);
-  free (st.out);
   free (st.held);
   free (st.url);
   return status;
