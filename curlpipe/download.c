@@ -78,7 +78,7 @@ download_write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     /* Standard output is not taking it: libcurl keeps the bytes and
      * gives them again after the pause, and stops reading the socket.
      */
-    st->recv_paused = true;
+    pause_download (st);
     return CURL_WRITEFUNC_PAUSE;
   case OUTPUT_ROOM:
     break;

@@ -40,16 +40,6 @@ print_trace (const char *line, void *opaque)
 
 static const struct debug_printer printer = { print_debug, NULL };
 
-/* The connection's socket, for framing_answer_end. */
-static int
-sockopt_cb (void *opaque, curl_socket_t fd, curlsocktype purpose)
-{
-  struct pipe_state *st = opaque;
-
-  st->sock = fd;
-  return CURL_SOCKOPT_OK;
-}
-
 static const char *
 ca_bundle (const struct options *opt)
 {
@@ -285,7 +275,7 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
   SET (CURLOPT_HEADERFUNCTION, download_header_cb);
   SET (CURLOPT_HEADERDATA, st);
   SET (CURLOPT_HTTP_TRANSFER_DECODING, 0L);   /* see framing_decode */
-  SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
+  SET (CURLOPT_SOCKOPTFUNCTION, connection_sockopt_cb);
   SET (CURLOPT_SOCKOPTDATA, st);
   /* HTTP/1.1 unless --http2, also over TLS: over HTTP/2 libcurl 7.88
    * gives no sign that the answer's stream has ended while the upload

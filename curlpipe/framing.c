@@ -255,17 +255,17 @@ int
 framing_answer_end (const struct pipe_state *st)
 {
   int whole = framing_answer_whole (st);
-  char c;
-  ssize_t r;
 
   if (whole == 1)
     return 1;
-  if (st->sock == CURL_SOCKET_BAD)
-    return 0;
-  r = recv (st->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (r == 0)
+  switch (connection_peek (st)) {
+  case PEEK_CLOSED:
     return whole == -1 ? 1 : -1;
-  if (r == -1 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+  case PEEK_ERROR:
     return -1;
+  case PEEK_NOTHING:
+  case PEEK_BYTES:
+    break;
+  }
   return 0;
 }

@@ -141,7 +141,7 @@ answer_over (struct pipe_state *st, CURLcode *result)
 {
   int end;
 
-  if (st->send_paused && !st->recv_paused && !st->in_eof &&
+  if (pause_holds_upload (st) && !pause_holds_download (st) && !st->in_eof &&
       !reading_answer (st) && answer_started (st)) {
     end = framing_answer_end (st);
     if (end != 0) {
@@ -167,22 +167,16 @@ unpause (struct pipe_state *st)
    * when it cannot read it now.
    */
   if (st->answer_first &&
-      (st->answer_read || st->recv_paused || !reading_answer (st) ||
-       !answer_waiting (st))) {
+      (st->answer_read || pause_holds_download (st) ||
+       !reading_answer (st) || !connection_answer_waiting (st))) {
     st->answer_first = false;
-    st->send_paused = false;
-    if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                         : CURLPAUSE_CONT) != CURLE_OK ||
-        failure_output_seen (st))
+    if (pause_lift_upload (st) != CURLE_OK || failure_output_seen (st))
       return false;
   }
 
   /* Unpausing may call the callbacks at once, which may pause again. */
-  if (st->recv_paused && !output_pending (st)) {
-    st->recv_paused = false;
-    if (curl_easy_pause (st->easy, st->send_paused ? CURLPAUSE_SEND
-                         : CURLPAUSE_CONT) != CURLE_OK ||
-        failure_output_seen (st))
+  if (pause_holds_download (st) && !output_pending (st)) {
+    if (pause_lift_download (st) != CURLE_OK || failure_output_seen (st))
       return false;
   }
   return true;
@@ -203,7 +197,7 @@ poll_set (const struct pipe_state *st, struct pollfd *pfd, int *in_at,
     pfd[n++] = (struct pollfd) { .fd = st->socks[i].fd,
                                  .events = st->socks[i].events };
   *in_at = *out_at = -1;
-  if (st->send_paused && !st->in_eof && !st->answer_first) {
+  if (pause_holds_upload (st) && !st->in_eof && !st->answer_first) {
     *in_at = n;
     pfd[n++] = (struct pollfd) { .fd = st->in.poll_fd, .events = POLLIN };
   }
@@ -241,10 +235,7 @@ dispatch (struct pipe_state *st, CURLM *multi, const struct pollfd *pfd,
    * tells which.
    */
   if (in_at >= 0 && pfd[in_at].revents) {
-    st->send_paused = false;
-    if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                         : CURLPAUSE_CONT) != CURLE_OK ||
-        failure_output_seen (st))
+    if (pause_lift_upload (st) != CURLE_OK || failure_output_seen (st))
       return false;
     /* Tell libcurl the socket can take the bytes: with no events it
      * would first try a read, which says EAGAIN (one system call in
@@ -262,7 +253,7 @@ dispatch (struct pipe_state *st, CURLM *multi, const struct pollfd *pfd,
     ev = ((pfd[i].revents & POLLIN) ? CURL_CSELECT_IN : 0) |
       ((pfd[i].revents & POLLOUT) ? CURL_CSELECT_OUT : 0) |
       ((pfd[i].revents & (POLLERR | POLLHUP)) ? CURL_CSELECT_ERR : 0);
-    if (pfd[i].fd == st->sock && (ev & CURL_CSELECT_IN))
+    if (pfd[i].fd == connection_socket (st) && (ev & CURL_CSELECT_IN))
       st->answer_read = true;
     curl_multi_socket_action (multi, pfd[i].fd, ev, running);
   }
@@ -279,13 +270,11 @@ unpause_after_error (struct pipe_state *st)
 {
   long code = 0;
 
-  if (st->send_paused && !st->error_unpaused) {
+  if (pause_holds_upload (st) && !st->error_unpaused) {
     curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
     if (code >= 300) {
       st->error_unpaused = true;
-      st->send_paused = false;
-      curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                       : CURLPAUSE_CONT);
+      pause_lift_upload (st);
     }
   }
 }

@@ -90,6 +90,24 @@ struct output {
   struct io *to;                /* &out, or &err */
 };
 
+/* The connection to the server (connection.c's). */
+struct connection {
+  curl_socket_t sock;           /* CURL_SOCKET_BAD: none yet */
+};
+
+/* What a look at the connection found (connection_peek). */
+enum peek {
+  PEEK_NOTHING,                 /* no connection, or nothing to read now */
+  PEEK_BYTES,                   /* bytes libcurl has not read */
+  PEEK_CLOSED,                  /* the server's end of the connection */
+  PEEK_ERROR,                   /* a reset, or another error */
+};
+
+/* Which way of the transfer is paused (pause.c's). */
+struct pauses {
+  bool upload, download;
+};
+
 struct pipe_state {
   const struct options *opt;
   struct failure failure;
@@ -102,11 +120,11 @@ struct pipe_state {
   off_t in_start;               /* a regular file's offset at start */
 
   struct framing framing;
-  curl_socket_t sock;           /* the connection, for framing_answer_end */
+  struct connection connection;
   bool in_drained;              /* the last read took all there was */
   bool error_unpaused;          /* see unpause_after_error */
   bool in_eof;
-  bool send_paused, recv_paused;
+  struct pauses pauses;
   /* Standard input's bytes held back while the answer that came during
    * their read is taken first (see upload_read_cb):
    * held[held_off..held_len).
@@ -149,7 +167,6 @@ extern size_t download_write_cb (char *data, size_t size, size_t nmemb,
                                  void *opaque);
 
 /* upload.c */
-extern bool answer_waiting (const struct pipe_state *st);
 extern size_t upload_read_cb (char *buf, size_t size, size_t nitems,
                               void *opaque);
 extern void upload_check_end (struct pipe_state *st);
@@ -211,6 +228,22 @@ extern bool output_close (struct pipe_state *st);
 /* progress.c */
 extern double seconds_since (const struct timespec *t);
 extern void progress_show (struct pipe_state *st, bool last);
+
+/* pause.c */
+extern void pause_upload (struct pipe_state *st);
+extern void pause_download (struct pipe_state *st);
+extern bool pause_holds_upload (const struct pipe_state *st);
+extern bool pause_holds_download (const struct pipe_state *st);
+extern CURLcode pause_lift_upload (struct pipe_state *st);
+extern CURLcode pause_lift_download (struct pipe_state *st);
+
+/* connection.c */
+extern void connection_init (struct pipe_state *st);
+extern int connection_sockopt_cb (void *opaque, curl_socket_t fd,
+                                  curlsocktype purpose);
+extern curl_socket_t connection_socket (const struct pipe_state *st);
+extern enum peek connection_peek (const struct pipe_state *st);
+extern bool connection_answer_waiting (const struct pipe_state *st);
 
 /* fdmodes.c */
 extern void io_open (struct io *io, int fd, int mode);

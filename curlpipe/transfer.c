@@ -105,7 +105,7 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
   struct pipe_state st = {
     .opt = opt,
     .in = { .fd = -1, .poll_fd = -1 },
-    .timer_ms = -1, .sock = CURL_SOCKET_BAD,
+    .timer_ms = -1,
   };
   struct curl_slist *headers = NULL;
   CURLM *multi = NULL;
@@ -114,6 +114,7 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
   bool output_ok;
 
   failure_init (&st, msg, msglen);
+  connection_init (&st);
   st.url = shown_url (opt->url);
   output_ok = output_init (&st);
   st.easy = curl_easy_init ();

@@ -24,21 +24,6 @@
 /* See hold_back. */
 #define HOLD_MIN (16 * 1024)
 
-/* Has the server sent something libcurl has not read yet (bytes, its
- * end, or a reset)?  The connection is looked at without taking
- * anything from it.
- */
-bool
-answer_waiting (const struct pipe_state *st)
-{
-  char c;
-
-  if (st->sock == CURL_SOCKET_BAD)
-    return false;
-  return recv (st->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
-    (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
 /* The upload's next bytes came from standard input while the server's
  * answer arrived: keep them, and let libcurl read the answer before it
  * sends them.  A server that answers at once and closes without reading
@@ -68,7 +53,7 @@ hold_back (struct pipe_state *st, const char *buf, size_t n)
   st->held_len = n;
   st->answer_first = true;
   st->answer_read = false;
-  st->send_paused = true;
+  pause_upload (st);
   return true;
 }
 
@@ -94,7 +79,7 @@ upload_read_cb (char *buf, size_t size, size_t nitems, void *opaque)
    */
   if (st->in_drained) {
     st->in_drained = false;
-    st->send_paused = true;
+    pause_upload (st);
     return CURL_READFUNC_PAUSE;
   }
   /* Never more than --upload-size: what follows would be taken by the
@@ -109,7 +94,8 @@ upload_read_cb (char *buf, size_t size, size_t nitems, void *opaque)
   if (n > 0) {
     st->sent += n;
     st->in_drained = st->in.stream && (size_t) n < want;
-    if (n >= HOLD_MIN && !st->recv_paused && answer_waiting (st) &&
+    if (n >= HOLD_MIN && !pause_holds_download (st) &&
+        connection_answer_waiting (st) &&
         hold_back (st, buf, n))
       return CURL_READFUNC_PAUSE;
     return n;
@@ -127,7 +113,7 @@ upload_read_cb (char *buf, size_t size, size_t nitems, void *opaque)
     return 0;
   }
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-    st->send_paused = true;
+    pause_upload (st);
     return CURL_READFUNC_PAUSE;
   }
   failure_input (st, "reading standard input: %s", strerror (errno));
