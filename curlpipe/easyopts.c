@@ -139,20 +139,9 @@ set_connection (const struct options *opt, CURL *e)
 static CURLcode
 set_upload_size (struct pipe_state *st, CURL *e)
 {
-  struct stat sb;
-  off_t pos;
-  curl_off_t size = -1;
+  curl_off_t size = upload_length (st);
   CURLcode rc = CURLE_OK;
 
-  /* Where -L's seek_cb goes back to in a regular file. */
-  st->in_start = lseek (st->in.fd, 0, SEEK_CUR);
-  if (st->opt->upload_size >= 0)
-    size = st->opt->upload_size;
-  else if (fstat (st->in.fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
-    pos = lseek (st->in.fd, 0, SEEK_CUR);
-    if (pos >= 0 && pos <= sb.st_size)
-      size = sb.st_size - pos;
-  }
   if (size >= 0 && st->opt->data_binary) {
     SET (CURLOPT_POSTFIELDSIZE_LARGE, size);
   }
@@ -160,31 +149,6 @@ set_upload_size (struct pipe_state *st, CURL *e)
     SET (CURLOPT_INFILESIZE_LARGE, size);
   }
   return rc;
-}
-
-/* -L to a redirect that needs the body again: libcurl asks to go back
- * to its start.  A regular file can; a stream cannot replay what it
- * has given, so the transfer fails with curl's exit status for that
- * (65), unless nothing of it was read yet.
- */
-static int
-seek_cb (void *opaque, curl_off_t offset, int origin)
-{
-  struct pipe_state *st = opaque;
-  struct stat sb;
-
-  if (origin != SEEK_SET || offset != 0)
-    return CURL_SEEKFUNC_CANTSEEK;
-  if (st->sent == 0 && st->held_len == 0)
-    return CURL_SEEKFUNC_OK;
-  if (fstat (st->in.fd, &sb) == 0 && S_ISREG (sb.st_mode) &&
-      lseek (st->in.fd, st->in_start, SEEK_SET) == st->in_start) {
-    st->sent = 0;
-    st->in_eof = false;
-    st->held_off = st->held_len = 0;
-    return CURL_SEEKFUNC_OK;
-  }
-  return CURL_SEEKFUNC_CANTSEEK;
 }
 
 /* --trace-ascii's file; false after recording the failure. */
@@ -253,13 +217,13 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
   if (opt->autoreferer)
     SET (CURLOPT_AUTOREFERER, 1L);
   /* -L: a body read from a stream cannot be sent again, so a redirect
-   * that needs it again fails (see seek_cb); credentials stay with the
+   * that needs it again fails (see upload_seek_cb); credentials stay with the
    * first host, as in curl.
    */
   if (opt->follow) {
     SET (CURLOPT_FOLLOWLOCATION, 1L);
     SET (CURLOPT_MAXREDIRS, opt->max_redirs);
-    SET (CURLOPT_SEEKFUNCTION, seek_cb);
+    SET (CURLOPT_SEEKFUNCTION, upload_seek_cb);
     SET (CURLOPT_SEEKDATA, st);
     if (opt->expect100_ms)
       SET (CURLOPT_EXPECT_100_TIMEOUT_MS, opt->expect100_ms);

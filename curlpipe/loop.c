@@ -141,7 +141,8 @@ answer_over (struct pipe_state *st, CURLcode *result)
 {
   int end;
 
-  if (pause_holds_upload (st) && !pause_holds_download (st) && !st->in_eof &&
+  if (pause_holds_upload (st) && !pause_holds_download (st) &&
+      !upload_ended (st) &&
       !reading_answer (st) && answer_started (st)) {
     end = framing_answer_end (st);
     if (end != 0) {
@@ -166,11 +167,10 @@ unpause (struct pipe_state *st)
    * a server that never stops sending must not starve the upload), or
    * when it cannot read it now.
    */
-  if (st->answer_first &&
-      (st->answer_read || pause_holds_download (st) ||
+  if (upload_holding (st) &&
+      (upload_answer_read (st) || pause_holds_download (st) ||
        !reading_answer (st) || !connection_answer_waiting (st))) {
-    st->answer_first = false;
-    if (pause_lift_upload (st) != CURLE_OK || failure_output_seen (st))
+    if (upload_release (st) != CURLE_OK || failure_output_seen (st))
       return false;
   }
 
@@ -197,9 +197,11 @@ poll_set (const struct pipe_state *st, struct pollfd *pfd, int *in_at,
     pfd[n++] = (struct pollfd) { .fd = st->socks[i].fd,
                                  .events = st->socks[i].events };
   *in_at = *out_at = -1;
-  if (pause_holds_upload (st) && !st->in_eof && !st->answer_first) {
+  if (pause_holds_upload (st) && !upload_ended (st) &&
+      !upload_holding (st)) {
     *in_at = n;
-    pfd[n++] = (struct pollfd) { .fd = st->in.poll_fd, .events = POLLIN };
+    pfd[n++] = (struct pollfd) { .fd = upload_poll_fd (st),
+                                 .events = POLLIN };
   }
   if (output_pending (st)) {
     *out_at = n;
@@ -254,7 +256,7 @@ dispatch (struct pipe_state *st, CURLM *multi, const struct pollfd *pfd,
       ((pfd[i].revents & POLLOUT) ? CURL_CSELECT_OUT : 0) |
       ((pfd[i].revents & (POLLERR | POLLHUP)) ? CURL_CSELECT_ERR : 0);
     if (pfd[i].fd == connection_socket (st) && (ev & CURL_CSELECT_IN))
-      st->answer_read = true;
+      upload_note_answer_read (st);
     curl_multi_socket_action (multi, pfd[i].fd, ev, running);
   }
   return true;

@@ -108,31 +108,36 @@ struct pauses {
   bool upload, download;
 };
 
+/* Standard input on its way to the server (upload.c's).  Its bytes
+ * held back while the answer that came during their read is taken
+ * first (see hold_back): held[held_off..held_len).
+ */
+struct upload {
+  struct io in;                 /* standard input */
+  off_t start;                  /* a regular file's offset at start */
+  curl_off_t sent;              /* bytes read from standard input */
+  bool drained;                 /* the last read took all there was */
+  bool eof;
+  char *held;
+  size_t held_off, held_len;
+  bool answer_first;            /* holding them */
+  bool answer_read;             /* libcurl has read the socket since */
+};
+
 struct pipe_state {
   const struct options *opt;
   struct failure failure;
   char *url;                    /* opt->url as messages show it */
   CURL *easy;
-  struct io in;
+  struct upload upload;
+  bool error_unpaused;          /* see unpause_after_error */
+  struct pauses pauses;
   FILE *header_file;            /* -D FILE, NULL for none or "-" */
   FILE *trace_file;             /* --trace-ascii FILE, or NULL */
   struct debug_printer trace_printer;
-  off_t in_start;               /* a regular file's offset at start */
 
   struct framing framing;
   struct connection connection;
-  bool in_drained;              /* the last read took all there was */
-  bool error_unpaused;          /* see unpause_after_error */
-  bool in_eof;
-  struct pauses pauses;
-  /* Standard input's bytes held back while the answer that came during
-   * their read is taken first (see upload_read_cb):
-   * held[held_off..held_len).
-   */
-  char *held;
-  size_t held_off, held_len;
-  bool answer_first;            /* holding them */
-  bool answer_read;             /* libcurl has read the socket since */
   bool body_started;
 
   struct output output;
@@ -143,7 +148,6 @@ struct pipe_state {
   long timer_ms;                /* -1: none */
   struct timespec timer_set;
 
-  curl_off_t sent;
   long num_headers;             /* in the last answer, for -w */
 
   bool progress;
@@ -167,6 +171,18 @@ extern size_t download_write_cb (char *data, size_t size, size_t nmemb,
                                  void *opaque);
 
 /* upload.c */
+extern void upload_init (struct pipe_state *st);
+extern void upload_open (struct pipe_state *st);
+extern void upload_close (struct pipe_state *st);
+extern curl_off_t upload_length (struct pipe_state *st);
+extern curl_off_t upload_sent (const struct pipe_state *st);
+extern bool upload_ended (const struct pipe_state *st);
+extern int upload_poll_fd (const struct pipe_state *st);
+extern bool upload_holding (const struct pipe_state *st);
+extern bool upload_answer_read (const struct pipe_state *st);
+extern void upload_note_answer_read (struct pipe_state *st);
+extern CURLcode upload_release (struct pipe_state *st);
+extern int upload_seek_cb (void *opaque, curl_off_t offset, int origin);
 extern size_t upload_read_cb (char *buf, size_t size, size_t nitems,
                               void *opaque);
 extern void upload_check_end (struct pipe_state *st);

@@ -37,7 +37,7 @@ progress_show (struct pipe_state *st, bool last)
     secs = 1e-9;
   fprintf (stderr, "\rcurlpipe: sent %.1f MiB (%.1f MiB/s), received "
            "%.1f MiB (%.1f MiB/s)  %s",
-           st->sent / 1048576.0, st->sent / 1048576.0 / secs,
+           upload_sent (st) / 1048576.0, upload_sent (st) / 1048576.0 / secs,
            framing_received (st) / 1048576.0,
            framing_received (st) / 1048576.0 / secs,
            last ? "\n" : "");

@@ -40,7 +40,7 @@ open_streams (struct pipe_state *st)
       return false;
     }
   }
-  io_open (&st->in, STDIN_FILENO, O_RDONLY);
+  upload_open (st);
   output_start (st);
   return true;
 }
@@ -93,7 +93,7 @@ close_files (struct pipe_state *st, int status)
     failure_report (st, "%s: %s", opt->output, strerror (errno));
     status = EXIT_WRITE;
   }
-  io_close (&st->in);
+  upload_close (st);
   if (st->trace_file != NULL && st->trace_file != stderr)
     fclose (st->trace_file);
   return status;
@@ -104,7 +104,6 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
 {
   struct pipe_state st = {
     .opt = opt,
-    .in = { .fd = -1, .poll_fd = -1 },
     .timer_ms = -1,
   };
   struct curl_slist *headers = NULL;
@@ -115,6 +114,7 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
 
   failure_init (&st, msg, msglen);
   connection_init (&st);
+  upload_init (&st);
   st.url = shown_url (opt->url);
   output_ok = output_init (&st);
   st.easy = curl_easy_init ();
@@ -146,7 +146,6 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
   curl_easy_cleanup (st.easy);
   curl_multi_cleanup (multi);
   curl_slist_free_all (headers);
-  free (st.held);
   free (st.url);
   return status;
 }

@@ -227,7 +227,7 @@ value (const struct pipe_state *st, int status, const struct var *v,
   else if (strcmp (v->name, "size_download") == 0)
     *number = framing_received (st);
   else if (strcmp (v->name, "size_upload") == 0)
-    *number = st->sent;
+    *number = upload_sent (st);
   else if (strcmp (v->name, "url") == 0)
     *text = strdup (st->url);
   else if (strcmp (v->name, "url_effective") == 0) {
