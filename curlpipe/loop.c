@@ -42,40 +42,43 @@
  */
 #define IDLE_POLL_MS (60 * 1000)
 
-/* CURLMOPT_SOCKETFUNCTION: which sockets libcurl waits on, for what. */
-int
-loop_socket_cb (CURL *easy, curl_socket_t fd, int what, void *opaque,
-                void *socketp)
+/* CURLMOPT_SOCKETFUNCTION: which sockets libcurl waits on, for what.
+ * Also called after loop_run, when transfer.c takes the easy handle out
+ * of the multi handle: struct loop lives as long as they do.
+ */
+static int
+socket_cb (CURL *easy, curl_socket_t fd, int what, void *opaque,
+           void *socketp)
 {
-  struct pipe_state *st = opaque;
+  struct loop *lp = &((struct pipe_state *) opaque)->loop;
   int i;
 
-  for (i = 0; i < st->nsocks && st->socks[i].fd != fd; i++)
+  for (i = 0; i < lp->nsocks && lp->socks[i].fd != fd; i++)
     ;
   if (what == CURL_POLL_REMOVE) {
-    if (i < st->nsocks)
-      st->socks[i] = st->socks[--st->nsocks];
+    if (i < lp->nsocks)
+      lp->socks[i] = lp->socks[--lp->nsocks];
     return 0;
   }
-  if (i == st->nsocks) {
-    if (st->nsocks == MAX_SOCKETS)
+  if (i == lp->nsocks) {
+    if (lp->nsocks == MAX_SOCKETS)
       return -1;
-    st->nsocks++;
+    lp->nsocks++;
   }
-  st->socks[i].fd = fd;
-  st->socks[i].events = ((what & CURL_POLL_IN) ? POLLIN : 0) |
+  lp->socks[i].fd = fd;
+  lp->socks[i].events = ((what & CURL_POLL_IN) ? POLLIN : 0) |
     ((what & CURL_POLL_OUT) ? POLLOUT : 0);
   return 0;
 }
 
 /* CURLMOPT_TIMERFUNCTION: when libcurl next wants to be called. */
-int
-loop_timer_cb (CURLM *multi, long timeout_ms, void *opaque)
+static int
+timer_cb (CURLM *multi, long timeout_ms, void *opaque)
 {
-  struct pipe_state *st = opaque;
+  struct loop *lp = &((struct pipe_state *) opaque)->loop;
 
-  st->timer_ms = timeout_ms;
-  clock_gettime (CLOCK_MONOTONIC, &st->timer_set);
+  lp->timer_ms = timeout_ms;
+  clock_gettime (CLOCK_MONOTONIC, &lp->timer_set);
   return 0;
 }
 
@@ -85,9 +88,9 @@ timer_left (const struct pipe_state *st)
 {
   double left;
 
-  if (st->timer_ms < 0)
+  if (st->loop.timer_ms < 0)
     return -1;
-  left = st->timer_ms - seconds_since (&st->timer_set) * 1000;
+  left = st->loop.timer_ms - seconds_since (&st->loop.timer_set) * 1000;
   return left <= 0 ? 0 : (int) left + 1;
 }
 
@@ -100,8 +103,8 @@ reading_answer (const struct pipe_state *st)
 {
   int i;
 
-  for (i = 0; i < st->nsocks; i++)
-    if (st->socks[i].events & POLLIN)
+  for (i = 0; i < st->loop.nsocks; i++)
+    if (st->loop.socks[i].events & POLLIN)
       return true;
   return false;
 }
@@ -161,7 +164,7 @@ answer_over (struct pipe_state *st, CURLcode *result)
  * answer could not be written.
  */
 static bool
-unpause (struct pipe_state *st)
+lift_pauses (struct pipe_state *st)
 {
   /* The held-back upload goes once libcurl has read the socket (once:
    * a server that never stops sending must not starve the upload), or
@@ -193,9 +196,9 @@ poll_set (const struct pipe_state *st, struct pollfd *pfd, int *in_at,
 {
   int n = 0, i;
 
-  for (i = 0; i < st->nsocks; i++)
-    pfd[n++] = (struct pollfd) { .fd = st->socks[i].fd,
-                                 .events = st->socks[i].events };
+  for (i = 0; i < st->loop.nsocks; i++)
+    pfd[n++] = (struct pollfd) { .fd = st->loop.socks[i].fd,
+                                 .events = st->loop.socks[i].events };
   *in_at = *out_at = -1;
   if (pause_holds_upload (st) && !upload_ended (st) &&
       !upload_holding (st)) {
@@ -244,8 +247,8 @@ dispatch (struct pipe_state *st, CURLM *multi, const struct pollfd *pfd,
      * eight of a 64-byte echo round trip).  If the socket cannot
      * take them after all, libcurl waits for it as usual.
      */
-    if (st->nsocks == 1 && pfd[0].revents == 0) {
-      curl_multi_socket_action (multi, st->socks[0].fd, CURL_CSELECT_OUT,
+    if (st->loop.nsocks == 1 && pfd[0].revents == 0) {
+      curl_multi_socket_action (multi, st->loop.socks[0].fd, CURL_CSELECT_OUT,
                                 running);
     }
   }
@@ -272,16 +275,16 @@ unpause_after_error (struct pipe_state *st)
 {
   long code = 0;
 
-  if (pause_holds_upload (st) && !st->error_unpaused) {
+  if (pause_holds_upload (st) && !st->loop.error_unpaused) {
     curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
     if (code >= 300) {
-      st->error_unpaused = true;
+      st->loop.error_unpaused = true;
       pause_lift_upload (st);
     }
   }
 }
 
-/* Drive the transfer until it ends; returns libcurl's result.
+/* Run the transfer on multi until it ends; returns libcurl's result.
  *
  * curl_multi_socket_action with the events poll reported lets libcurl
  * skip the poll of its own that curl_multi_perform makes on every call
@@ -294,6 +297,12 @@ loop_run (struct pipe_state *st, CURLM *multi)
   int running = 1, n, in_at, out_at, r;
   CURLcode result = CURLE_OK;
 
+  st->loop = (struct loop) { .timer_ms = -1 };
+  curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+  curl_multi_setopt (multi, CURLMOPT_SOCKETDATA, st);
+  curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+  curl_multi_setopt (multi, CURLMOPT_TIMERDATA, st);
+  curl_multi_add_handle (multi, st->easy);
   curl_multi_socket_action (multi, CURL_SOCKET_TIMEOUT, 0, &running);
   while (running) {
     result = done_result (multi, result);
@@ -302,7 +311,7 @@ loop_run (struct pipe_state *st, CURLM *multi)
     if (!output_flush (st))
       return CURLE_WRITE_ERROR;
     progress_show (st, false);
-    if (!unpause (st))
+    if (!lift_pauses (st))
       return CURLE_WRITE_ERROR;
 
     n = poll_set (st, pfd, &in_at, &out_at);
@@ -315,7 +324,7 @@ loop_run (struct pipe_state *st, CURLM *multi)
       return CURLE_WRITE_ERROR;
     unpause_after_error (st);
     if (timer_left (st) == 0) {
-      st->timer_ms = -1;
+      st->loop.timer_ms = -1;
       curl_multi_socket_action (multi, CURL_SOCKET_TIMEOUT, 0, &running);
     }
   }

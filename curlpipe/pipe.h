@@ -124,13 +124,23 @@ struct upload {
   bool answer_read;             /* libcurl has read the socket since */
 };
 
+/* libcurl's sockets (CURLMOPT_SOCKETFUNCTION) and timer, as the event
+ * loop polls them (loop.c's).
+ */
+struct loop {
+  struct { curl_socket_t fd; short events; } socks[MAX_SOCKETS];
+  int nsocks;
+  long timer_ms;                /* -1: none */
+  struct timespec timer_set;
+  bool error_unpaused;          /* see unpause_after_error */
+};
+
 struct pipe_state {
   const struct options *opt;
   struct failure failure;
   char *url;                    /* opt->url as messages show it */
   CURL *easy;
   struct upload upload;
-  bool error_unpaused;          /* see unpause_after_error */
   struct pauses pauses;
   FILE *header_file;            /* -D FILE, NULL for none or "-" */
   FILE *trace_file;             /* --trace-ascii FILE, or NULL */
@@ -142,11 +152,7 @@ struct pipe_state {
 
   struct output output;
 
-  /* libcurl's sockets (CURLMOPT_SOCKETFUNCTION) and timer. */
-  struct { curl_socket_t fd; short events; } socks[MAX_SOCKETS];
-  int nsocks;
-  long timer_ms;                /* -1: none */
-  struct timespec timer_set;
+  struct loop loop;
 
   long num_headers;             /* in the last answer, for -w */
 
@@ -159,9 +165,6 @@ extern bool easy_options_set (struct pipe_state *st,
                               struct curl_slist **headers);
 
 /* loop.c */
-extern int loop_socket_cb (CURL *easy, curl_socket_t fd, int what,
-                           void *opaque, void *socketp);
-extern int loop_timer_cb (CURLM *multi, long timeout_ms, void *opaque);
 extern CURLcode loop_run (struct pipe_state *st, CURLM *multi);
 
 /* download.c */

@@ -57,11 +57,6 @@ transfer (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
 
   if (!open_streams (st) || !easy_options_set (st, headers))
     return CURLE_FAILED_INIT;
-  curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, loop_socket_cb);
-  curl_multi_setopt (multi, CURLMOPT_SOCKETDATA, st);
-  curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, loop_timer_cb);
-  curl_multi_setopt (multi, CURLMOPT_TIMERDATA, st);
-  curl_multi_add_handle (multi, st->easy);
   result = loop_run (st, multi);
   progress_show (st, true);
   if (result == CURLE_OK)
@@ -104,7 +99,6 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
 {
   struct pipe_state st = {
     .opt = opt,
-    .timer_ms = -1,
   };
   struct curl_slist *headers = NULL;
   CURLM *multi = NULL;
