@@ -2,8 +2,9 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The answer as libcurl gives it: CURLOPT_HEADERFUNCTION hands each
- * header line to framing.c, counts them and writes -D's copy;
+ * The answer as libcurl gives it (struct download): -D's file;
+ * CURLOPT_HEADERFUNCTION hands each header line to framing.c, counts
+ * them and writes -D's copy;
  * CURLOPT_WRITEFUNCTION puts the body, its framing taken off, in the
  * output buffer, and pauses the download when that is full.
  */
@@ -20,6 +21,49 @@
 #include "curlpipe.h"
 #include "pipe.h"
 
+/* -D FILE, opened before the transfer starts; -D - goes with the body
+ * (download.c puts it in the output buffer), unless that goes to a
+ * file.  False after recording the failure.
+ */
+bool
+download_headers_open (struct pipe_state *st)
+{
+  const struct options *opt = st->opt;
+  bool to_file = opt->output != NULL && strcmp (opt->output, "-") != 0;
+
+  if (opt->dump_header && strcmp (opt->dump_header, "-") == 0 && to_file)
+    st->download.headers = stdout;
+  else if (opt->dump_header && strcmp (opt->dump_header, "-") != 0) {
+    st->download.headers = fopen (opt->dump_header, "we");
+    if (st->download.headers == NULL) {
+      failure_output (st, "-D %s: %s", opt->dump_header, strerror (errno));
+      return false;
+    }
+  }
+  return true;
+}
+
+/* False when closing -D's file (or flushing standard output, for -D -
+ * with -o FILE) showed an error, with errno.
+ */
+bool
+download_headers_close (struct pipe_state *st)
+{
+  FILE *fp = st->download.headers;
+
+  st->download.headers = NULL;
+  if (fp == NULL)
+    return true;
+  return (fp == stdout ? fflush (stdout) : fclose (fp)) != EOF;
+}
+
+/* The last answer's header lines, for -w's %{num_headers}. */
+long
+download_num_headers (const struct pipe_state *st)
+{
+  return st->download.num_headers;
+}
+
 /* Each header line of the answers: its framing (framing.c), how many
  * there are for -w, and with -D the line itself, to the file or to the
  * answer's stream ("-"), as curl writes them.
@@ -31,15 +75,15 @@ download_header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   size_t len = size * nmemb;
 
   if (len >= 5 && strncmp (data, "HTTP/", 5) == 0)
-    st->num_headers = 0;
+    st->download.num_headers = 0;
   else if (len > 2)             /* not the empty line at the end */
-    st->num_headers++;
+    st->download.num_headers++;
   if (!framing_header_line (st, data, len))
     return 0;
   if (st->opt->dump_header == NULL)
     return len;
-  if (st->header_file != NULL) {
-    if (fwrite (data, 1, len, st->header_file) != len) {
+  if (st->download.headers != NULL) {
+    if (fwrite (data, 1, len, st->download.headers) != len) {
       failure_output (st, "-D: %s", strerror (errno));
       return 0;
     }
@@ -62,8 +106,8 @@ download_write_cb (char *data, size_t size, size_t nmemb, void *opaque)
   long code = 0;
 
   /* With -f an error answer's body is a message for the user. */
-  if (!st->body_started) {
-    st->body_started = true;
+  if (!st->download.body_started) {
+    st->download.body_started = true;
     curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
     if (st->opt->fail && !st->opt->fail_with_body && code >= 400)
       output_to_stderr (st);

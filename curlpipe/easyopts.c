@@ -159,13 +159,22 @@ open_trace (struct pipe_state *st)
 
   if (name == NULL)
     return true;
-  st->trace_file = strcmp (name, "-") == 0 ? stderr : fopen (name, "we");
-  if (st->trace_file == NULL) {
+  st->trace.file = strcmp (name, "-") == 0 ? stderr : fopen (name, "we");
+  if (st->trace.file == NULL) {
     failure_report (st, "--trace-ascii %s: %s", name, strerror (errno));
     return false;
   }
-  st->trace_printer = (struct debug_printer) { print_trace, st->trace_file };
+  st->trace.printer = (struct debug_printer) { print_trace, st->trace.file };
   return true;
+}
+
+/* --trace-ascii's file, when it is one. */
+void
+easy_options_close (struct pipe_state *st)
+{
+  if (st->trace.file != NULL && st->trace.file != stderr)
+    fclose (st->trace.file);
+  st->trace.file = NULL;
 }
 
 /* Options of the transfer; false after reporting a failure. */
@@ -254,10 +263,10 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_TIMEOUT_MS, opt->max_time_ms);
   if (opt->unix_socket)
     SET (CURLOPT_UNIX_SOCKET_PATH, opt->unix_socket);
-  if (opt->verbose || st->trace_file) {
+  if (opt->verbose || st->trace.file) {
     SET (CURLOPT_VERBOSE, 1L);
     SET (CURLOPT_DEBUGFUNCTION, debug_shown);
-    SET (CURLOPT_DEBUGDATA, st->trace_file ? &st->trace_printer : &printer);
+    SET (CURLOPT_DEBUGDATA, st->trace.file ? &st->trace.printer : &printer);
   }
   /* -w's %{certs} and %{num_certs} need libcurl to keep the chain. */
   if (opt->write_out && (strstr (opt->write_out, "certs}") ||

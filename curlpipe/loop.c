@@ -219,7 +219,9 @@ poll_timeout (const struct pipe_state *st)
 {
   int timeout, left;
 
-  timeout = st->progress ? 1000 : IDLE_POLL_MS;
+  timeout = progress_wait_ms (st);
+  if (timeout < 0)
+    timeout = IDLE_POLL_MS;
   left = timer_left (st);
   if (left >= 0 && left < timeout)
     timeout = left;

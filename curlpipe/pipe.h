@@ -135,6 +135,25 @@ struct loop {
   bool error_unpaused;          /* see unpause_after_error */
 };
 
+/* -v's and --trace-ascii's printer (easyopts.c's). */
+struct trace {
+  FILE *file;                   /* --trace-ascii FILE, or NULL */
+  struct debug_printer printer;
+};
+
+/* The answer's headers and the start of its body (download.c's). */
+struct download {
+  FILE *headers;                /* -D FILE, NULL for none or "-" */
+  long num_headers;             /* in the last answer, for -w */
+  bool body_started;
+};
+
+/* The progress line (progress.c's). */
+struct progress {
+  bool shown;                   /* standard error is a terminal, no -s */
+  struct timespec start, last;
+};
+
 struct pipe_state {
   const struct options *opt;
   struct failure failure;
@@ -142,32 +161,31 @@ struct pipe_state {
   CURL *easy;
   struct upload upload;
   struct pauses pauses;
-  FILE *header_file;            /* -D FILE, NULL for none or "-" */
-  FILE *trace_file;             /* --trace-ascii FILE, or NULL */
-  struct debug_printer trace_printer;
+  struct trace trace;
+  struct download download;
 
   struct framing framing;
   struct connection connection;
-  bool body_started;
 
   struct output output;
 
   struct loop loop;
 
-  long num_headers;             /* in the last answer, for -w */
-
-  bool progress;
-  struct timespec start, last_progress;
+  struct progress progress;
 };
 
 /* easyopts.c */
 extern bool easy_options_set (struct pipe_state *st,
                               struct curl_slist **headers);
+extern void easy_options_close (struct pipe_state *st);
 
 /* loop.c */
 extern CURLcode loop_run (struct pipe_state *st, CURLM *multi);
 
 /* download.c */
+extern bool download_headers_open (struct pipe_state *st);
+extern bool download_headers_close (struct pipe_state *st);
+extern long download_num_headers (const struct pipe_state *st);
 extern size_t download_header_cb (char *data, size_t size, size_t nmemb,
                                   void *opaque);
 extern size_t download_write_cb (char *data, size_t size, size_t nmemb,
@@ -246,6 +264,8 @@ extern bool output_close (struct pipe_state *st);
 
 /* progress.c */
 extern double seconds_since (const struct timespec *t);
+extern void progress_start (struct pipe_state *st);
+extern int progress_wait_ms (const struct pipe_state *st);
 extern void progress_show (struct pipe_state *st, bool last);
 
 /* pause.c */

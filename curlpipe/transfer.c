@@ -23,23 +23,12 @@
 #include "pipe.h"
 #include "secrets.h"
 
-/* Standard input and output, -D's file. */
+/* -D's file, standard input and output. */
 static bool
 open_streams (struct pipe_state *st)
 {
-  const struct options *opt = st->opt;
-  bool to_file = opt->output != NULL && strcmp (opt->output, "-") != 0;
-
-  /* -D - goes with the body, unless that goes to a file. */
-  if (opt->dump_header && strcmp (opt->dump_header, "-") == 0 && to_file)
-    st->header_file = stdout;
-  else if (opt->dump_header && strcmp (opt->dump_header, "-") != 0) {
-    st->header_file = fopen (opt->dump_header, "we");
-    if (st->header_file == NULL) {
-      failure_output (st, "-D %s: %s", opt->dump_header, strerror (errno));
-      return false;
-    }
-  }
+  if (!download_headers_open (st))
+    return false;
   upload_open (st);
   output_start (st);
   return true;
@@ -78,9 +67,7 @@ close_files (struct pipe_state *st, int status)
   const struct options *opt = st->opt;
   bool to_file = opt->output != NULL && strcmp (opt->output, "-") != 0;
 
-  if (st->header_file != NULL &&
-      (st->header_file == stdout ? fflush (stdout) : fclose (st->header_file))
-      == EOF && status == EXIT_OK) {
+  if (!download_headers_close (st) && status == EXIT_OK) {
     failure_report (st, "-D %s: %s", opt->dump_header, strerror (errno));
     status = EXIT_WRITE;
   }
@@ -89,8 +76,7 @@ close_files (struct pipe_state *st, int status)
     status = EXIT_WRITE;
   }
   upload_close (st);
-  if (st->trace_file != NULL && st->trace_file != stderr)
-    fclose (st->trace_file);
+  easy_options_close (st);
   return status;
 }
 
@@ -119,9 +105,7 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
     goto out;
   }
   io_ignore_sigpipe ();
-  st.progress = !opt->silent && isatty (STDERR_FILENO);
-  clock_gettime (CLOCK_MONOTONIC, &st.start);
-  st.last_progress = st.start;
+  progress_start (&st);
 
   result = transfer (&st, multi, &headers);
   status = exit_status (&st, result);

@@ -215,7 +215,7 @@ value (const struct pipe_state *st, int status, const struct var *v,
                     : l == CURL_HTTP_VERSION_3 ? "3" : "0");
   }
   else if (strcmp (v->name, "num_headers") == 0)
-    *number = st->num_headers;
+    *number = download_num_headers (st);
   else if (strcmp (v->name, "redirect_url") == 0) {
     curl_easy_getinfo (st->easy, CURLINFO_REDIRECT_URL, &s);
     *text = masked (s);
