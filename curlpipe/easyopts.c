@@ -168,36 +168,22 @@ open_trace (struct pipe_state *st)
   return true;
 }
 
-/* --trace-ascii's file, when it is one. */
-void
-easy_options_close (struct pipe_state *st)
-{
-  if (st->trace.file != NULL && st->trace.file != stderr)
-    fclose (st->trace.file);
-  st->trace.file = NULL;
-}
-
-/* Options of the transfer; false after reporting a failure. */
-bool
-easy_options_set (struct pipe_state *st, struct curl_slist **headers)
+/* What the request is and carries: URL, method, headers, the body's
+ * and the answer's callbacks, credentials, Referer and User-Agent.
+ */
+static CURLcode
+set_request (struct pipe_state *st, CURL *e, struct curl_slist *headers)
 {
   const struct options *opt = st->opt;
-  CURL *e = st->easy;
   CURLcode rc = CURLE_OK;
-
-  if (!request_headers (opt, headers)) {
-    failure_report (st, "out of memory");
-    return false;
-  }
-  if (!open_trace (st))
-    return false;
 
   SET (CURLOPT_URL, opt->url);
   SET (CURLOPT_ERRORBUFFER, failure_curl_buffer (st));
   SET (CURLOPT_NOSIGNAL, 1L);
   /* --data-binary: a real POST (its body from upload_read_cb, chunked
-   * when its length is unknown), which -L turns into a GET without a body on
-   * 301, 302 and 303, as curl does; a PUT, or -X's method, stays.
+   * when its length is unknown), which -L turns into a GET without a
+   * body on 301, 302 and 303, as curl does; a PUT, or -X's method,
+   * stays.
    */
   if (opt->data_binary) {
     SET (CURLOPT_POST, 1L);
@@ -207,7 +193,7 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
   }
   if (opt->method)
     SET (CURLOPT_CUSTOMREQUEST, opt->method);
-  SET (CURLOPT_HTTPHEADER, *headers);
+  SET (CURLOPT_HTTPHEADER, headers);
   SET (CURLOPT_READFUNCTION, upload_read_cb);
   SET (CURLOPT_READDATA, st);
   SET (CURLOPT_WRITEFUNCTION, download_write_cb);
@@ -225,10 +211,21 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_REFERER, opt->referer);
   if (opt->autoreferer)
     SET (CURLOPT_AUTOREFERER, 1L);
-  /* -L: a body read from a stream cannot be sent again, so a redirect
-   * that needs it again fails (see upload_seek_cb); credentials stay with the
-   * first host, as in curl.
-   */
+  SET (CURLOPT_USERAGENT, opt->user_agent ? opt->user_agent
+       : "curlpipe/" PACKAGE_VERSION);
+  return rc;
+}
+
+/* -L: a body read from a stream cannot be sent again, so a redirect
+ * that needs it again fails (see upload_seek_cb); credentials stay with
+ * the first host, as in curl.
+ */
+static CURLcode
+set_redirects (struct pipe_state *st, CURL *e)
+{
+  const struct options *opt = st->opt;
+  CURLcode rc = CURLE_OK;
+
   if (opt->follow) {
     SET (CURLOPT_FOLLOWLOCATION, 1L);
     SET (CURLOPT_MAXREDIRS, opt->max_redirs);
@@ -237,10 +234,18 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
     if (opt->expect100_ms)
       SET (CURLOPT_EXPECT_100_TIMEOUT_MS, opt->expect100_ms);
   }
-  SET (CURLOPT_USERAGENT, opt->user_agent ? opt->user_agent
-       : "curlpipe/" PACKAGE_VERSION);
-  if (rc == CURLE_OK)
-    rc = set_connection (opt, e);
+  return rc;
+}
+
+/* How the exchange goes: its speed, the raw answer and the socket
+ * curlpipe looks at, the HTTP version, the time allowed.
+ */
+static CURLcode
+set_exchange (struct pipe_state *st, CURL *e)
+{
+  const struct options *opt = st->opt;
+  CURLcode rc = CURLE_OK;
+
   if (opt->limit_rate) {
     SET (CURLOPT_MAX_SEND_SPEED_LARGE, opt->limit_rate);
     SET (CURLOPT_MAX_RECV_SPEED_LARGE, opt->limit_rate);
@@ -253,7 +258,7 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
   /* HTTP/1.1 unless --http2, also over TLS: over HTTP/2 libcurl 7.88
    * gives no sign that the answer's stream has ended while the upload
    * waits for standard input, so a tunnel whose far end went away would
-   * not end (see answer_over).
+   * not end (see loop.c's answer_over).
    */
   SET (CURLOPT_HTTP_VERSION, opt->http_version != CURL_HTTP_VERSION_NONE
        ? opt->http_version : CURL_HTTP_VERSION_1_1);
@@ -263,6 +268,16 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_TIMEOUT_MS, opt->max_time_ms);
   if (opt->unix_socket)
     SET (CURLOPT_UNIX_SOCKET_PATH, opt->unix_socket);
+  return rc;
+}
+
+/* What is shown of the exchange: -v, --trace-ascii, -w's certificates. */
+static CURLcode
+set_reports (struct pipe_state *st, CURL *e)
+{
+  const struct options *opt = st->opt;
+  CURLcode rc = CURLE_OK;
+
   if (opt->verbose || st->trace.file) {
     SET (CURLOPT_VERBOSE, 1L);
     SET (CURLOPT_DEBUGFUNCTION, debug_shown);
@@ -272,6 +287,43 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
   if (opt->write_out && (strstr (opt->write_out, "certs}") ||
                          strstr (opt->write_out, "%{json}")))
     SET (CURLOPT_CERTINFO, 1L);
+  return rc;
+}
+
+/* --trace-ascii's file, when it is one. */
+void
+easy_options_close (struct pipe_state *st)
+{
+  if (st->trace.file != NULL && st->trace.file != stderr)
+    fclose (st->trace.file);
+  st->trace.file = NULL;
+}
+
+/* The easy handle's options, each group set while the ones before it
+ * succeeded; false after reporting a failure.
+ */
+bool
+easy_options_set (struct pipe_state *st, struct curl_slist **headers)
+{
+  CURL *e = st->easy;
+  CURLcode rc;
+
+  if (!request_headers (st->opt, headers)) {
+    failure_report (st, "out of memory");
+    return false;
+  }
+  if (!open_trace (st))
+    return false;
+
+  rc = set_request (st, e, *headers);
+  if (rc == CURLE_OK)
+    rc = set_redirects (st, e);
+  if (rc == CURLE_OK)
+    rc = set_connection (st->opt, e);
+  if (rc == CURLE_OK)
+    rc = set_exchange (st, e);
+  if (rc == CURLE_OK)
+    rc = set_reports (st, e);
   if (rc == CURLE_OK)
     rc = set_upload_size (st, e);
   if (rc != CURLE_OK) {
