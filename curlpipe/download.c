@@ -12,18 +12,15 @@
 #include <config.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
 #include "curlpipe.h"
 #include "pipe.h"
 
 /* -D FILE, opened before the transfer starts; -D - goes with the body
- * (download.c puts it in the output buffer), unless that goes to a
- * file.  False after recording the failure.
+ * (the header callback puts it in the output buffer), unless that goes
+ * to a file.  False after recording the failure.
  */
 bool
 download_headers_open (struct pipe_state *st)

@@ -3,7 +3,8 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * The easy handle's options: what the request carries, the callbacks,
- * TLS, proxies, timeouts, and the upload's length when it is known.
+ * TLS, proxies, timeouts, and the upload's length when it is known;
+ * and -v's and --trace-ascii's printer (struct trace).
  */
 
 #include <config.h>
@@ -12,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "curlpipe.h"
 #include "pipe.h"

@@ -2,22 +2,19 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * transfer_run: the transfer from start to end.  It opens the streams,
- * sets up the easy handle (easyopts.c), drives it (loop.c) and reports the
- * outcome (status.c); what happens while it runs is in loop.c's top
- * comment.
+ * transfer_run: the transfer from start to end.  It sets up each part's
+ * state, opens the streams, sets the easy handle's options
+ * (easyopts.c), runs the loop (loop.c), reports the outcome (status.c)
+ * and closes what it opened; what happens while the transfer runs is in
+ * loop.c's top comment.
  */
 
 #include <config.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "curlpipe.h"
 #include "pipe.h"
@@ -34,12 +31,12 @@ open_streams (struct pipe_state *st)
   return true;
 }
 
-/* Open the streams, set up the easy handle, drive it to its end and
- * deliver the answer; CURLE_FAILED_INIT (with the reason recorded) when
- * it could not start.
+/* Open the streams, set the easy handle's options, run it to its end
+ * and deliver the answer; CURLE_FAILED_INIT (with the reason recorded)
+ * when it could not start.
  */
 static CURLcode
-transfer (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
+run_to_end (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
 {
   const struct options *opt = st->opt;
   CURLcode result;
@@ -107,7 +104,7 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
   io_ignore_sigpipe ();
   progress_start (&st);
 
-  result = transfer (&st, multi, &headers);
+  result = run_to_end (&st, multi, &headers);
   status = exit_status (&st, result);
   if (failure_message (&st)[0] == '\0' && status != EXIT_OK)
     failure_report (&st, "%s: %s", st.url, curl_easy_strerror (result));
