@@ -145,8 +145,7 @@ answer_over (struct pipe_state *st, CURLcode *result)
   int end;
 
   if (pause_holds_upload (st) && !pause_holds_download (st) &&
-      !upload_ended (st) &&
-      !reading_answer (st) && answer_started (st)) {
+      !upload_ended (st) && !reading_answer (st) && answer_started (st)) {
     end = framing_answer_end (st);
     if (end != 0) {
       if (*result == CURLE_OK && end == -1) {
