@@ -2,12 +2,12 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * What main.c does with the command line beyond parsing it: secrets
- * are copied and blanked in argv, as curl blanks -u's (a ProxyCommand
- * runs for hours, and /proc/PID/cmdline is readable by every user);
- * -T FILE's name goes on a URL that ends in '/', as curl puts it; and
- * -u USER without a password asks for one on the terminal.  main.c
- * prints every message.
+ * What main.c and options.c do with the command line beyond parsing
+ * it: secrets are copied and blanked in argv, as curl blanks -u's (a
+ * ProxyCommand runs for hours, and /proc/PID/cmdline is readable by
+ * every user); -T FILE's name goes on a URL that ends in '/', as curl
+ * puts it; and -u USER without a password asks for one on the
+ * terminal.  main.c prints every message.
  */
 
 #include <config.h>

@@ -2,8 +2,9 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * What main.c shares with the files that run the transfer (pipe.h lists
- * them): the options main.c parses, and run_transfer (transfer.c).
+ * What main.c shares with options.c, cmdline.c and the files that run
+ * the transfer (pipe.h lists them): the options options.c parses, the
+ * copies of arguments cmdline.c makes, and transfer_run (transfer.c).
  */
 
 #ifndef CURLPIPE_H
@@ -65,12 +66,55 @@ struct options {
   curl_off_t limit_rate;        /* bytes per second, 0: none */
   const char *user_agent;
   curl_off_t upload_size;       /* -1: from the file, else chunked */
+
+  /* What can block: -w @FILE and @- (a FIFO, a terminal, a pipe whose
+   * writer waits), and -T FILE or --data-binary @FILE (opening a FIFO
+   * waits for its writer).  main.c does them once every option is
+   * parsed and every secret in argv, the URL's too, is blanked: while
+   * one waits, /proc/PID/cmdline is readable by every user.
+   */
+  const char *write_out_arg;    /* -w's argument */
+  const char *stdin_file;       /* -T FILE, --data-binary @FILE */
 };
+
+/* options.c: the next option of argv, set in struct options, or why it
+ * was not (main.c words every message).
+ */
+enum option_verdict {
+  OPTION_TAKEN,
+  OPTION_END,                   /* no more options */
+  OPTION_HELP,                  /* -h */
+  OPTION_VERSION,               /* -V */
+  OPTION_NO_MEMORY,
+  OPTION_NEEDS_VALUE,           /* fault.letter: a known short option */
+  OPTION_UNKNOWN,               /* fault.letter */
+  OPTION_UNKNOWN_LONG,          /* fault.value, fault.name_len: its name */
+  OPTION_BAD_SECONDS,           /* fault.option, fault.value */
+  OPTION_BAD_SIZE,              /* fault.option, fault.value */
+  OPTION_BAD_COUNT,             /* fault.option, fault.value */
+  OPTION_BAD_METHOD,            /* -X fault.value */
+  OPTION_BAD_USER_AGENT,        /* -A: more than one line */
+  OPTION_BAD_HEADER,            /* -H: fault.name_len of fault.value,
+                                 * its name; 0: none to show */
+  OPTION_BAD_DATA,              /* --data-binary without @ */
+};
+
+/* What the message says of an option refused. */
+struct option_fault {
+  const char *option;           /* as messages name it: "-m" */
+  const char *value;
+  int name_len;
+  int letter;                   /* a short option */
+};
+
+extern enum option_verdict options_next (int argc, char *argv[],
+                                         struct options *opt,
+                                         struct option_fault *fault);
 
 /* Runs the transfer; returns the exit status, and on a failure puts
  * its reason ("URL: cause") in msg for main.c to print.
  */
-extern int run_transfer (const struct options *opt, char *msg,
+extern int transfer_run (const struct options *opt, char *msg,
                          size_t msglen);
 
 /* cmdline.c: copies of arguments, blanked in argv where secret. */

@@ -2,137 +2,131 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The answer as libcurl gives it: CURLOPT_HEADERFUNCTION notes whether
- * the body is chunked and writes -D's copy of the headers;
- * CURLOPT_WRITEFUNCTION puts the body in the output buffer, and pauses
- * the download when that is full.
+ * The answer as libcurl gives it (struct download): -D's file;
+ * CURLOPT_HEADERFUNCTION hands each header line to framing.c, counts
+ * them and writes -D's copy;
+ * CURLOPT_WRITEFUNCTION puts the body, its framing taken off, in the
+ * output buffer, and pauses the download when that is full.
  */
 
 #include <config.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
 #include "curlpipe.h"
 #include "pipe.h"
 
-/* A Transfer-Encoding header's value (len bytes): chunked, alone
- * (transfer codings are case-insensitive, RFC 9112 7), sets st->chunked;
- * any other coding (gzip, chunked), or chunked a second time in this
- * header block (in one line or two), is refused: libcurl is asked for
- * the raw body (see take_body), and curlpipe decodes one chunked layer
- * only, so it would write the rest still encoded.
+/* -D FILE, opened before the transfer starts; -D - goes with the body
+ * (the header callback puts it in the output buffer), unless that goes
+ * to a file.  False after recording the failure.
  */
-static bool
-transfer_coding (struct pipe_state *st, const char *v, size_t len)
+bool
+download_headers_open (struct pipe_state *st)
 {
-  const char *end = v + len, *comma;
-  size_t n;
+  const struct options *opt = st->opt;
+  bool to_file = opt->output != NULL && strcmp (opt->output, "-") != 0;
 
-  for (; v < end; v = comma + 1) {
-    comma = memchr (v, ',', end - v);
-    if (comma == NULL)
-      comma = end;
-    while (v < comma && (*v == ' ' || *v == '\t'))
-      v++;
-    n = comma - v;
-    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t' ||
-                     v[n - 1] == '\r' || v[n - 1] == '\n'))
-      n--;
-    if (n == 7 && strncasecmp (v, "chunked", 7) == 0 && !st->chunked)
-      st->chunked = true;
-    else if (n > 0) {
-      refuse_framing (st, "a Transfer-Encoding other than chunked once");
-      st->ch_bad_code = CURLE_BAD_CONTENT_ENCODING;
+  if (opt->dump_header && strcmp (opt->dump_header, "-") == 0 && to_file)
+    st->download.headers = stdout;
+  else if (opt->dump_header && strcmp (opt->dump_header, "-") != 0) {
+    st->download.headers = fopen (opt->dump_header, "we");
+    if (st->download.headers == NULL) {
+      failure_output (st, "-D %s: %s", opt->dump_header, strerror (errno));
       return false;
     }
   }
   return true;
 }
 
-/* Each header line of the answers: whether the body is chunked (see
- * take_body), and with -D the line itself, to the file or to the
+/* False when closing -D's file (or flushing standard output, for -D -
+ * with -o FILE) showed an error, with errno.
+ */
+bool
+download_headers_close (struct pipe_state *st)
+{
+  FILE *fp = st->download.headers;
+
+  st->download.headers = NULL;
+  if (fp == NULL)
+    return true;
+  return (fp == stdout ? fflush (stdout) : fclose (fp)) != EOF;
+}
+
+/* The last answer's header lines, for -w's %{num_headers}. */
+long
+download_num_headers (const struct pipe_state *st)
+{
+  return st->download.num_headers;
+}
+
+/* Each header line of the answers: its framing (framing.c), how many
+ * there are for -w, and with -D the line itself, to the file or to the
  * answer's stream ("-"), as curl writes them.
  */
 size_t
-header_cb (char *data, size_t size, size_t nmemb, void *opaque)
+download_header_cb (char *data, size_t size, size_t nmemb, void *opaque)
 {
   struct pipe_state *st = opaque;
   size_t len = size * nmemb;
 
-  if (len >= 5 && strncmp (data, "HTTP/", 5) == 0) {
-    st->chunked = false;
-    st->ch_bad = NULL;
-    st->ch_state = CH_SIZE;
-    st->ch_left = 0;
-    st->ch_digits = 0;
-    st->num_headers = 0;
-  }
+  if (len >= 5 && strncmp (data, "HTTP/", 5) == 0)
+    st->download.num_headers = 0;
   else if (len > 2)             /* not the empty line at the end */
-    st->num_headers++;
-  if (len > 18 && strncasecmp (data, "transfer-encoding:", 18) == 0 &&
-      !transfer_coding (st, data + 18, len - 18))
+    st->download.num_headers++;
+  if (!framing_header_line (st, data, len))
     return 0;
   if (st->opt->dump_header == NULL)
     return len;
-  if (st->header_file != NULL) {
-    if (fwrite (data, 1, len, st->header_file) != len) {
-      snprintf (st->out_error, sizeof st->out_error, "-D: %s",
-                strerror (errno));
+  if (st->download.headers != NULL) {
+    if (fwrite (data, 1, len, st->download.headers) != len) {
+      failure_output (st, "-D: %s", strerror (errno));
       return 0;
     }
     return len;
   }
-  if (len > st->out_size - st->out_len) {
-    snprintf (st->out_error, sizeof st->out_error, "-D -: headers too long");
+  if (len > output_space (st)) {
+    failure_output (st, "-D -: headers too long");
     return 0;
   }
-  memcpy (st->out + st->out_len, data, len);
-  st->out_len += len;
+  output_put (st, data, len);
   return len;
 }
 
 size_t
-write_cb (char *data, size_t size, size_t nmemb, void *opaque)
+download_write_cb (char *data, size_t size, size_t nmemb, void *opaque)
 {
   struct pipe_state *st = opaque;
-  size_t len = size * nmemb;
+  size_t len = size * nmemb, n;
+  const char *p = data, *end = data + len, *body;
   long code = 0;
 
   /* With -f an error answer's body is a message for the user. */
-  if (!st->body_started) {
-    st->body_started = true;
+  if (!st->download.body_started) {
+    st->download.body_started = true;
     curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (st->opt->fail && !st->opt->fail_with_body && code >= 400) {
-      /* -D -'s headers, already buffered, still go to stdout. */
-      drain_output (st);
-      io_open (&st->err_io, STDERR_FILENO, O_WRONLY);
-      st->body = &st->err_io;
-    }
-    else if (!open_output (st))
+    if (st->opt->fail && !st->opt->fail_with_body && code >= 400)
+      output_to_stderr (st);
+    else if (!output_file_open (st))
       return 0;
   }
 
-  if (len > st->out_size - st->out_len) {
-    if (!flush_out (st))
-      return 0;
-    if (st->out_off > 0) {
-      memmove (st->out, st->out + st->out_off, st->out_len - st->out_off);
-      st->out_len -= st->out_off;
-      st->out_off = 0;
-    }
+  switch (output_reserve (st, len)) {
+  case OUTPUT_FAILED:
+    return 0;
+  case OUTPUT_FULL:
     /* Standard output is not taking it: libcurl keeps the bytes and
      * gives them again after the pause, and stops reading the socket.
      */
-    if (len > st->out_size - st->out_len) {
-      st->recv_paused = true;
-      return CURL_WRITEFUNC_PAUSE;
-    }
+    pause_download (st);
+    return CURL_WRITEFUNC_PAUSE;
+  case OUTPUT_ROOM:
+    break;
   }
-  take_body (st, data, len);
-  return st->ch_bad ? 0 : len;
+  while (p < end) {
+    n = framing_decode (st, &p, end, &body);
+    output_put (st, body, n);
+  }
+  return framing_refused (st) ? 0 : len;
 }

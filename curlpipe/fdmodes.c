@@ -315,7 +315,7 @@ io_close (struct io *io)
  * not a signal that kills curlpipe mid-message.
  */
 void
-catch_signals (void)
+io_ignore_sigpipe (void)
 {
   signal (SIGPIPE, SIG_IGN);
 }

@@ -42,40 +42,43 @@
  */
 #define IDLE_POLL_MS (60 * 1000)
 
-/* CURLMOPT_SOCKETFUNCTION: which sockets libcurl waits on, for what. */
-int
+/* CURLMOPT_SOCKETFUNCTION: which sockets libcurl waits on, for what.
+ * Also called after loop_run, when transfer.c takes the easy handle out
+ * of the multi handle: struct loop lives as long as they do.
+ */
+static int
 socket_cb (CURL *easy, curl_socket_t fd, int what, void *opaque,
            void *socketp)
 {
-  struct pipe_state *st = opaque;
+  struct loop *lp = &((struct pipe_state *) opaque)->loop;
   int i;
 
-  for (i = 0; i < st->nsocks && st->socks[i].fd != fd; i++)
+  for (i = 0; i < lp->nsocks && lp->socks[i].fd != fd; i++)
     ;
   if (what == CURL_POLL_REMOVE) {
-    if (i < st->nsocks)
-      st->socks[i] = st->socks[--st->nsocks];
+    if (i < lp->nsocks)
+      lp->socks[i] = lp->socks[--lp->nsocks];
     return 0;
   }
-  if (i == st->nsocks) {
-    if (st->nsocks == MAX_SOCKETS)
+  if (i == lp->nsocks) {
+    if (lp->nsocks == MAX_SOCKETS)
       return -1;
-    st->nsocks++;
+    lp->nsocks++;
   }
-  st->socks[i].fd = fd;
-  st->socks[i].events = ((what & CURL_POLL_IN) ? POLLIN : 0) |
+  lp->socks[i].fd = fd;
+  lp->socks[i].events = ((what & CURL_POLL_IN) ? POLLIN : 0) |
     ((what & CURL_POLL_OUT) ? POLLOUT : 0);
   return 0;
 }
 
 /* CURLMOPT_TIMERFUNCTION: when libcurl next wants to be called. */
-int
+static int
 timer_cb (CURLM *multi, long timeout_ms, void *opaque)
 {
-  struct pipe_state *st = opaque;
+  struct loop *lp = &((struct pipe_state *) opaque)->loop;
 
-  st->timer_ms = timeout_ms;
-  clock_gettime (CLOCK_MONOTONIC, &st->timer_set);
+  lp->timer_ms = timeout_ms;
+  clock_gettime (CLOCK_MONOTONIC, &lp->timer_set);
   return 0;
 }
 
@@ -85,9 +88,9 @@ timer_left (const struct pipe_state *st)
 {
   double left;
 
-  if (st->timer_ms < 0)
+  if (st->loop.timer_ms < 0)
     return -1;
-  left = st->timer_ms - seconds_since (&st->timer_set) * 1000;
+  left = st->loop.timer_ms - seconds_since (&st->loop.timer_set) * 1000;
   return left <= 0 ? 0 : (int) left + 1;
 }
 
@@ -100,8 +103,8 @@ reading_answer (const struct pipe_state *st)
 {
   int i;
 
-  for (i = 0; i < st->nsocks; i++)
-    if (st->socks[i].events & POLLIN)
+  for (i = 0; i < st->loop.nsocks; i++)
+    if (st->loop.socks[i].events & POLLIN)
       return true;
   return false;
 }
@@ -141,13 +144,13 @@ answer_over (struct pipe_state *st, CURLcode *result)
 {
   int end;
 
-  if (st->send_paused && !st->recv_paused && !st->in_eof &&
-      !reading_answer (st) && answer_started (st)) {
-    end = answer_end (st);
+  if (pause_holds_upload (st) && !pause_holds_download (st) &&
+      !upload_ended (st) && !reading_answer (st) && answer_started (st)) {
+    end = framing_answer_end (st);
     if (end != 0) {
       if (*result == CURLE_OK && end == -1) {
-        snprintf (st->errbuf, sizeof st->errbuf, "the connection closed "
-                  "in the middle of the answer");
+        failure_curl (st, "the connection closed in the middle of the "
+                      "answer");
         *result = CURLE_PARTIAL_FILE;
       }
       return true;
@@ -160,27 +163,22 @@ answer_over (struct pipe_state *st, CURLcode *result)
  * answer could not be written.
  */
 static bool
-unpause (struct pipe_state *st)
+lift_pauses (struct pipe_state *st)
 {
   /* The held-back upload goes once libcurl has read the socket (once:
    * a server that never stops sending must not starve the upload), or
    * when it cannot read it now.
    */
-  if (st->answer_first &&
-      (st->answer_read || st->recv_paused || !reading_answer (st) ||
-       !answer_waiting (st))) {
-    st->answer_first = false;
-    st->send_paused = false;
-    if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                         : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
+  if (upload_holding (st) &&
+      (upload_answer_read (st) || pause_holds_download (st) ||
+       !reading_answer (st) || !connection_answer_waiting (st))) {
+    if (upload_release (st) != CURLE_OK || failure_output_seen (st))
       return false;
   }
 
   /* Unpausing may call the callbacks at once, which may pause again. */
-  if (st->recv_paused && st->out_len == 0) {
-    st->recv_paused = false;
-    if (curl_easy_pause (st->easy, st->send_paused ? CURLPAUSE_SEND
-                         : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
+  if (pause_holds_download (st) && !output_pending (st)) {
+    if (pause_lift_download (st) != CURLE_OK || failure_output_seen (st))
       return false;
   }
   return true;
@@ -197,17 +195,19 @@ poll_set (const struct pipe_state *st, struct pollfd *pfd, int *in_at,
 {
   int n = 0, i;
 
-  for (i = 0; i < st->nsocks; i++)
-    pfd[n++] = (struct pollfd) { .fd = st->socks[i].fd,
-                                 .events = st->socks[i].events };
+  for (i = 0; i < st->loop.nsocks; i++)
+    pfd[n++] = (struct pollfd) { .fd = st->loop.socks[i].fd,
+                                 .events = st->loop.socks[i].events };
   *in_at = *out_at = -1;
-  if (st->send_paused && !st->in_eof && !st->answer_first) {
+  if (pause_holds_upload (st) && !upload_ended (st) &&
+      !upload_holding (st)) {
     *in_at = n;
-    pfd[n++] = (struct pollfd) { .fd = st->in.poll_fd, .events = POLLIN };
+    pfd[n++] = (struct pollfd) { .fd = upload_poll_fd (st),
+                                 .events = POLLIN };
   }
-  if (st->out_len > 0) {
+  if (output_pending (st)) {
     *out_at = n;
-    pfd[n++] = (struct pollfd) { .fd = st->body->poll_fd,
+    pfd[n++] = (struct pollfd) { .fd = output_poll_fd (st),
                                  .events = POLLOUT };
   }
   return n;
@@ -218,7 +218,9 @@ poll_timeout (const struct pipe_state *st)
 {
   int timeout, left;
 
-  timeout = st->progress ? 1000 : IDLE_POLL_MS;
+  timeout = progress_wait_ms (st);
+  if (timeout < 0)
+    timeout = IDLE_POLL_MS;
   left = timer_left (st);
   if (left >= 0 && left < timeout)
     timeout = left;
@@ -239,17 +241,15 @@ dispatch (struct pipe_state *st, CURLM *multi, const struct pollfd *pfd,
    * tells which.
    */
   if (in_at >= 0 && pfd[in_at].revents) {
-    st->send_paused = false;
-    if (curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                         : CURLPAUSE_CONT) != CURLE_OK || st->out_error[0])
+    if (pause_lift_upload (st) != CURLE_OK || failure_output_seen (st))
       return false;
     /* Tell libcurl the socket can take the bytes: with no events it
      * would first try a read, which says EAGAIN (one system call in
      * eight of a 64-byte echo round trip).  If the socket cannot
      * take them after all, libcurl waits for it as usual.
      */
-    if (st->nsocks == 1 && pfd[0].revents == 0) {
-      curl_multi_socket_action (multi, st->socks[0].fd, CURL_CSELECT_OUT,
+    if (st->loop.nsocks == 1 && pfd[0].revents == 0) {
+      curl_multi_socket_action (multi, st->loop.socks[0].fd, CURL_CSELECT_OUT,
                                 running);
     }
   }
@@ -259,8 +259,8 @@ dispatch (struct pipe_state *st, CURLM *multi, const struct pollfd *pfd,
     ev = ((pfd[i].revents & POLLIN) ? CURL_CSELECT_IN : 0) |
       ((pfd[i].revents & POLLOUT) ? CURL_CSELECT_OUT : 0) |
       ((pfd[i].revents & (POLLERR | POLLHUP)) ? CURL_CSELECT_ERR : 0);
-    if (pfd[i].fd == st->sock && (ev & CURL_CSELECT_IN))
-      st->answer_read = true;
+    if (pfd[i].fd == connection_socket (st) && (ev & CURL_CSELECT_IN))
+      upload_note_answer_read (st);
     curl_multi_socket_action (multi, pfd[i].fd, ev, running);
   }
   return true;
@@ -276,53 +276,56 @@ unpause_after_error (struct pipe_state *st)
 {
   long code = 0;
 
-  if (st->send_paused && !st->error_unpaused) {
+  if (pause_holds_upload (st) && !st->loop.error_unpaused) {
     curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
     if (code >= 300) {
-      st->error_unpaused = true;
-      st->send_paused = false;
-      curl_easy_pause (st->easy, st->recv_paused ? CURLPAUSE_RECV
-                       : CURLPAUSE_CONT);
+      st->loop.error_unpaused = true;
+      pause_lift_upload (st);
     }
   }
 }
 
-/* Drive the transfer until it ends; returns libcurl's result.
+/* Run the transfer on multi until it ends; returns libcurl's result.
  *
  * curl_multi_socket_action with the events poll reported lets libcurl
  * skip the poll of its own that curl_multi_perform makes on every call
  * (one system call in four in an echo round trip).
  */
 CURLcode
-drive (struct pipe_state *st, CURLM *multi)
+loop_run (struct pipe_state *st, CURLM *multi)
 {
   struct pollfd pfd[MAX_SOCKETS + 2];
   int running = 1, n, in_at, out_at, r;
   CURLcode result = CURLE_OK;
 
+  st->loop = (struct loop) { .timer_ms = -1 };
+  curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+  curl_multi_setopt (multi, CURLMOPT_SOCKETDATA, st);
+  curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+  curl_multi_setopt (multi, CURLMOPT_TIMERDATA, st);
+  curl_multi_add_handle (multi, st->easy);
   curl_multi_socket_action (multi, CURL_SOCKET_TIMEOUT, 0, &running);
   while (running) {
     result = done_result (multi, result);
     if (answer_over (st, &result))
       return result;
-    if (!flush_out (st))
+    if (!output_flush (st))
       return CURLE_WRITE_ERROR;
-    show_progress (st, false);
-    if (!unpause (st))
+    progress_show (st, false);
+    if (!lift_pauses (st))
       return CURLE_WRITE_ERROR;
 
     n = poll_set (st, pfd, &in_at, &out_at);
     r = poll (pfd, n, poll_timeout (st));
     if (r == -1 && errno != EINTR) {
-      snprintf (st->in_error, sizeof st->in_error, "poll: %s",
-                strerror (errno));
+      failure_input (st, "poll: %s", strerror (errno));
       return CURLE_READ_ERROR;
     }
     if (!dispatch (st, multi, pfd, n, in_at, out_at, &running))
       return CURLE_WRITE_ERROR;
     unpause_after_error (st);
     if (timer_left (st) == 0) {
-      st->timer_ms = -1;
+      st->loop.timer_ms = -1;
       curl_multi_socket_action (multi, CURL_SOCKET_TIMEOUT, 0, &running);
     }
   }

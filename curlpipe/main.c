@@ -3,11 +3,13 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * curlpipe: stream standard input to a URL as a request body and the
- * answer to standard output as it arrives.  This file: the options,
- * usage, exit statuses and every message (transfer.c, which runs the
- * transfer, says why it failed and this file prints it).  Option
- * spellings are curl's, so that a curl command line carries over; the
- * curl options that name what curlpipe always does (-T -, -N,
+ * answer to standard output as it arrives.  This file: the options
+ * once parsed (what they mean together, what may block), usage, exit
+ * statuses and every message (options.c, which keeps the option table,
+ * says why it refused a value, and transfer.c, which runs the transfer,
+ * why it failed; this file words and prints them).  Option spellings
+ * are curl's, so that a curl command line carries over; the curl
+ * options that name what curlpipe always does (-T -, -N,
  * --expect100-timeout ...) are accepted and change nothing.
  */
 
@@ -104,125 +106,13 @@ usage_error (const char *fmt, ...)
   exit (EXIT_USAGE);
 }
 
+static void out_of_memory (void) __attribute__ ((noreturn));
+
 static void
 out_of_memory (void)
 {
   fprintf (stderr, "curlpipe: out of memory\n");
   exit (EXIT_NOMEM);
-}
-
-/* Seconds, possibly fractional, as milliseconds; 0 only if zero_ok
- * (curl's -m 0 means no limit).
- */
-static long
-parse_seconds (const char *opt, const char *s, bool zero_ok)
-{
-  char *end;
-  double d;
-
-  errno = 0;
-  d = strtod (s, &end);
-  /* Also refuses NaN, which fails every comparison. */
-  if (errno != 0 || end == s || *end != '\0' ||
-      !((d > 0 || (zero_ok && d == 0)) && d <= 86400 * 365))
-    usage_error ("%s: '%s' is not a number of seconds%s", opt, s,
-                 zero_ok ? "" : " (more than 0)");
-  return d == 0 ? 0 : (long) (d * 1000 + 0.999);   /* at least 1 ms */
-}
-
-/* A size with an optional K, M or G (powers of 1024), as curl takes. */
-static curl_off_t
-parse_size (const char *opt, const char *s)
-{
-  char *end;
-  unsigned long long n;
-  int shift = 0;
-
-  errno = 0;
-  n = strtoull (s, &end, 10);
-  if (*end != '\0' && end[1] == '\0') {
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    }
-  }
-  if (errno != 0 || end == s || *end != '\0' || s[0] < '0' || s[0] > '9' ||
-      n > (0x7fffffffffffffffULL >> shift))
-    usage_error ("%s '%s': not a size (a number, with K, M or G)", opt, s);
-  return (curl_off_t) (n << shift);
-}
-
-/* An HTTP method or header name is a token (RFC 9110 5.6.2): no
- * spaces or controls.  The first len bytes of s.
- */
-static bool
-is_token_n (const char *s, size_t len)
-{
-  static const char extra[] = "!#$%&'*+-.^_`|~";
-  size_t i;
-
-  if (len == 0)
-    return false;
-  for (i = 0; i < len; i++) {
-    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-          (s[i] >= '0' && s[i] <= '9') ||
-          (s[i] != '\0' && strchr (extra, s[i]) != NULL)))
-      return false;
-  }
-  return true;
-}
-
-static bool
-is_token (const char *s)
-{
-  return is_token_n (s, strlen (s));
-}
-
-static struct curl_slist *
-append (struct curl_slist *list, const char *s)
-{
-  struct curl_slist *n = curl_slist_append (list, s);
-
-  if (n == NULL)
-    out_of_memory ();
-  return n;
-}
-
-/* -H: "Name: value", or curl's "Name;" for an empty header.  A CR or LF
- * would start another header or end the request.  "Content-Length: N"
- * on its own is --upload-size N (libcurl would send it beside a chunked
- * body).
- */
-static void
-add_header (struct options *opt, char *arg)
-{
-  char *h = take_header (arg);
-  size_t name;
-
-  if (h == NULL)
-    out_of_memory ();
-  name = strcspn (h, ":;");
-
-  /* The message names the header when it has a name, never more: the
-   * rest may be a token ("Authorization: Bearer T\r", "X;y: T").
-   */
-  if (strpbrk (h, "\r\n") != NULL || name == 0 || h[name] == '\0' ||
-      (h[name] == ';' && h[name + 1] != '\0')) {
-    if (h[name] != '\0' && is_token_n (h, name))
-      usage_error ("-H %.*s: not one 'Name: value' or 'Name;' header "
-                   "(its value is not shown)", (int) name, h);
-    usage_error ("-H: not one 'Name: value' or 'Name;' header (not shown)");
-  }
-  if (name == 14 && strncasecmp (h, "content-length", 14) == 0 &&
-      h[name] == ':') {
-    opt->upload_size = parse_size ("-H Content-Length", h + 15 +
-                                   strspn (h + 15, " \t"));
-    free (h);
-    return;
-  }
-  opt->headers = append (opt->headers, h);
-  free (h);
 }
 
 /* -T: curl's "-" and "." are standard input, which curlpipe always
@@ -314,279 +204,56 @@ write_out_format (const char *arg, char **allocated)
   return f;
 }
 
-enum {
-  OPT_CACERT = 256, OPT_HTTP11, OPT_HTTP2, OPT_CONNECT_TIMEOUT,
-  OPT_UNIX_SOCKET, OPT_CERT, OPT_KEY, OPT_NOPROXY, OPT_PROXY_USER,
-  OPT_RESOLVE, OPT_CONNECT_TO, OPT_LIMIT_RATE, OPT_UPLOAD_SIZE,
-  OPT_NO_PROGRESS_METER, OPT_EXPECT100_TIMEOUT, OPT_CAPATH,
-  OPT_FAIL_WITH_BODY, OPT_MAX_REDIRS, OPT_RETRY, OPT_RETRY_DELAY,
-  OPT_RETRY_MAX_TIME, OPT_RETRY_FLAG, OPT_DATA_BINARY, OPT_URL,
-  OPT_COMPRESSED, OPT_TRACE, OPT_OAUTH2_BEARER,
-};
-
-static const char short_options[] = "X:H:u:A:kfo:D:w:sSvm:x:T:NhVLe:#O";
-
-static const struct option long_options[] = {
-  { "request", required_argument, NULL, 'X' },
-  { "header", required_argument, NULL, 'H' },
-  { "user", required_argument, NULL, 'u' },
-  { "user-agent", required_argument, NULL, 'A' },
-  { "insecure", no_argument, NULL, 'k' },
-  { "cacert", required_argument, NULL, OPT_CACERT },
-  { "cert", required_argument, NULL, OPT_CERT },
-  { "key", required_argument, NULL, OPT_KEY },
-  { "fail", no_argument, NULL, 'f' },
-  { "output", required_argument, NULL, 'o' },
-  { "dump-header", required_argument, NULL, 'D' },
-  { "write-out", required_argument, NULL, 'w' },
-  { "silent", no_argument, NULL, 's' },
-  { "show-error", no_argument, NULL, 'S' },
-  { "verbose", no_argument, NULL, 'v' },
-  { "http1.1", no_argument, NULL, OPT_HTTP11 },
-  { "http2", no_argument, NULL, OPT_HTTP2 },
-  { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
-  { "max-time", required_argument, NULL, 'm' },
-  { "unix-socket", required_argument, NULL, OPT_UNIX_SOCKET },
-  { "proxy", required_argument, NULL, 'x' },
-  { "noproxy", required_argument, NULL, OPT_NOPROXY },
-  { "proxy-user", required_argument, NULL, OPT_PROXY_USER },
-  { "resolve", required_argument, NULL, OPT_RESOLVE },
-  { "connect-to", required_argument, NULL, OPT_CONNECT_TO },
-  { "limit-rate", required_argument, NULL, OPT_LIMIT_RATE },
-  { "upload-size", required_argument, NULL, OPT_UPLOAD_SIZE },
-  { "upload-file", required_argument, NULL, 'T' },
-  { "no-buffer", no_argument, NULL, 'N' },
-  { "no-progress-meter", no_argument, NULL, OPT_NO_PROGRESS_METER },
-  { "expect100-timeout", required_argument, NULL, OPT_EXPECT100_TIMEOUT },
-  { "capath", required_argument, NULL, OPT_CAPATH },
-  { "fail-with-body", no_argument, NULL, OPT_FAIL_WITH_BODY },
-  { "location", no_argument, NULL, 'L' },
-  { "max-redirs", required_argument, NULL, OPT_MAX_REDIRS },
-  { "retry", required_argument, NULL, OPT_RETRY },
-  { "retry-delay", required_argument, NULL, OPT_RETRY_DELAY },
-  { "retry-max-time", required_argument, NULL, OPT_RETRY_MAX_TIME },
-  { "retry-connrefused", no_argument, NULL, OPT_RETRY_FLAG },
-  { "retry-all-errors", no_argument, NULL, OPT_RETRY_FLAG },
-  { "data-binary", required_argument, NULL, OPT_DATA_BINARY },
-  { "url", required_argument, NULL, OPT_URL },
-  { "referer", required_argument, NULL, 'e' },
-  { "compressed", no_argument, NULL, OPT_COMPRESSED },
-  { "trace-ascii", required_argument, NULL, OPT_TRACE },
-  { "trace", required_argument, NULL, OPT_TRACE },
-  { "progress-bar", no_argument, NULL, '#' },
-  { "remote-name", no_argument, NULL, 'O' },
-  { "oauth2-bearer", required_argument, NULL, OPT_OAUTH2_BEARER },
-  { "help", no_argument, NULL, 'h' },
-  { "version", no_argument, NULL, 'V' },
-  { NULL, 0, NULL, 0 },
-};
-
+/* An option options.c did not take, or -h or -V: the message or the
+ * text, and the exit.
+ */
 static void
-bad_option (int argc, char *argv[])
+option_refused (enum option_verdict v, const struct option_fault *f)
 {
-  if (optopt != 0 && optopt < 256)
-    fprintf (stderr, "curlpipe: option -%c: %s\n", optopt,
-             strchr (short_options, optopt) ? "needs a value" : "unknown");
-  else
+  switch (v) {
+  case OPTION_HELP:
+    fputs (usage_text, stdout);
+    exit (EXIT_OK);
+  case OPTION_VERSION:
+    printf ("curlpipe %s (%s)\n", PACKAGE_VERSION, curl_version ());
+    exit (EXIT_OK);
+  case OPTION_NO_MEMORY:
+    out_of_memory ();
+  case OPTION_NEEDS_VALUE:
+    usage_error ("option -%c: needs a value", f->letter);
+  case OPTION_UNKNOWN:
+    usage_error ("option -%c: unknown", f->letter);
+  case OPTION_UNKNOWN_LONG:
     /* Its name only: "--prox=http://user:pw@host" is ambiguous. */
-    fprintf (stderr, "curlpipe: %.*s: unknown or ambiguous option, or "
-             "missing value\n", (int) strcspn (argv[optind - 1], "="),
-             argv[optind - 1]);
-  fprintf (stderr, "Try 'curlpipe --help'.\n");
-  exit (EXIT_USAGE);
+    usage_error ("%.*s: unknown or ambiguous option, or missing value",
+                 f->name_len, f->value);
+  case OPTION_BAD_SECONDS:
+    usage_error ("%s: '%s' is not a number of seconds", f->option, f->value);
+  case OPTION_BAD_SIZE:
+    usage_error ("%s '%s': not a size (a number, with K, M or G)",
+                 f->option, f->value);
+  case OPTION_BAD_COUNT:
+    usage_error ("%s '%s': not a count", f->option, f->value);
+  case OPTION_BAD_METHOD:
+    usage_error ("-X %s: not an HTTP method name", f->value);
+  case OPTION_BAD_USER_AGENT:
+    usage_error ("-A: a User-Agent must be one line");
+  case OPTION_BAD_HEADER:
+    if (f->name_len > 0)
+      usage_error ("-H %.*s: not one 'Name: value' or 'Name;' header "
+                   "(its value is not shown)", f->name_len, f->value);
+    usage_error ("-H: not one 'Name: value' or 'Name;' header (not shown)");
+  case OPTION_BAD_DATA:
+    usage_error ("--data-binary: only @- (standard input) or @FILE; "
+                 "the body is standard input (the value is not shown)");
+  case OPTION_TAKEN:
+  case OPTION_END:
+    break;
+  }
 }
 
 /* -w's format when read from a file. */
 static char *write_out_allocated;
-
-/* What can block: -w @FILE and @- (a FIFO, a terminal, a pipe whose
- * writer waits), and -T FILE or --data-binary @FILE (opening a FIFO
- * waits for its writer).  They are done once every option is parsed and
- * every secret in argv, the URL's too, is blanked: while one waits,
- * /proc/PID/cmdline is readable by every user.
- */
-static const char *write_out_arg, *stdin_file;
-
-/* One option; false for one that getopt did not know. */
-/* Copies of the arguments that argv no longer shows (cmdline.c). */
-static char *
-secret_copy (char *arg)
-{
-  char *copy = take_secret (arg);
-
-  if (copy == NULL)
-    out_of_memory ();
-  return copy;
-}
-
-static char *
-url_copy (char *arg)
-{
-  char *copy = take_url (arg);
-
-  if (copy == NULL)
-    out_of_memory ();
-  return copy;
-}
-
-/* A count: a whole number of at least 0 (-1 for --max-redirs). */
-static long
-parse_count (const char *opt, const char *s, long min)
-{
-  char *end;
-  long n;
-
-  errno = 0;
-  n = strtol (s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || n < min || n > 1000000)
-    usage_error ("%s '%s': not a count", opt, s);
-  return n;
-}
-
-/* -e: as curl reads it, ";auto" anywhere turns on the automatic
- * Referer of -L's redirects and ends the URL sent as the first one
- * ("URL;auto": Referer URL; ";auto": none).
- */
-static void
-set_referer (struct options *opt, const char *arg)
-{
-  const char *at = strstr (arg, ";auto");
-  size_t len = at ? (size_t) (at - arg) : strlen (arg);
-
-  free (opt->referer);
-  opt->referer = NULL;
-  opt->autoreferer = at != NULL;
-  if (len > 0) {
-    opt->referer = strndup (arg, len);
-    if (opt->referer == NULL)
-      out_of_memory ();
-  }
-}
-
-static bool
-set_option (struct options *opt, int c, char *arg)
-{
-  switch (c) {
-  case 'X':
-    if (!is_token (arg))
-      usage_error ("-X %s: not an HTTP method name", arg);
-    opt->method = arg;
-    break;
-  case 'H': add_header (opt, arg); break;
-  case 'u':
-    free (opt->userpwd);
-    opt->userpwd = secret_copy (arg);
-    break;
-  case 'A':
-    if (strpbrk (arg, "\r\n") != NULL)
-      usage_error ("-A: a User-Agent must be one line");
-    opt->user_agent = arg;
-    break;
-  case 'k': opt->insecure = true; break;
-  case OPT_CACERT: opt->cacert = arg; break;
-  case OPT_CERT:
-    free (opt->cert);
-    free (opt->key_passwd);
-    opt->cert = take_cert (arg, &opt->key_passwd);
-    if (opt->cert == NULL)
-      out_of_memory ();
-    break;
-  case OPT_KEY: opt->key = arg; break;
-  case 'f': opt->fail = true; break;
-  case OPT_FAIL_WITH_BODY: opt->fail = opt->fail_with_body = true; break;
-  case 'o': opt->output = arg; break;
-  case 'D': opt->dump_header = arg; break;
-  case 'w': write_out_arg = arg; break;
-  case 's': opt->silent = true; break;
-  case OPT_NO_PROGRESS_METER: opt->silent = true; break;
-  case 'v': opt->verbose = true; break;
-  case OPT_HTTP11: opt->http_version = CURL_HTTP_VERSION_1_1; break;
-  case OPT_HTTP2: opt->http_version = CURL_HTTP_VERSION_2_0; break;
-  case OPT_CONNECT_TIMEOUT:
-    opt->connect_timeout_ms = parse_seconds ("--connect-timeout", arg, true);
-    break;
-  case 'm': opt->max_time_ms = parse_seconds ("-m", arg, true); break;
-  case OPT_UNIX_SOCKET: opt->unix_socket = arg; break;
-  case 'x':
-    free (opt->proxy);
-    opt->proxy = url_copy (arg);
-    break;
-  case OPT_NOPROXY: opt->noproxy = arg; break;
-  case OPT_PROXY_USER:
-    free (opt->proxy_userpwd);
-    opt->proxy_userpwd = secret_copy (arg);
-    break;
-  case OPT_OAUTH2_BEARER:
-    free (opt->bearer);
-    opt->bearer = secret_copy (arg);
-    break;
-  case OPT_URL:
-    free (opt->url);
-    opt->url = url_copy (arg);
-    break;
-  case OPT_CAPATH: opt->capath = arg; break;
-  case 'e': set_referer (opt, arg); break;
-  case 'L': opt->follow = true; break;
-  case OPT_MAX_REDIRS:
-    opt->max_redirs = parse_count ("--max-redirs", arg, -1);
-    break;
-  case OPT_TRACE: opt->trace = arg; break;
-  case 'O': opt->remote_name = true; break;
-  /* A body from a stream cannot be sent again: no retry is made (see
-   * the man page), but the values are checked as curl checks them.
-   */
-  case OPT_RETRY: parse_count ("--retry", arg, 0); break;
-  case OPT_RETRY_DELAY: parse_seconds ("--retry-delay", arg, true); break;
-  case OPT_RETRY_MAX_TIME:
-    parse_seconds ("--retry-max-time", arg, true);
-    break;
-  case OPT_RETRY_FLAG: break;
-  /* curl's --data-binary @-: the body from standard input, POST, and
-   * curl's Content-Type for -d unless -H gives one: libcurl's own for
-   * CURLOPT_POST, which it leaves off the GET after a 301, 302 or 303
-   * (a -H header would go with the GET too).  @FILE uploads FILE
-   * (without -T's file name on the URL).
-   */
-  case OPT_DATA_BINARY:
-    if (arg[0] != '@')
-      usage_error ("--data-binary: only @- (standard input) or @FILE; "
-                   "the body is standard input (the value is not shown)");
-    stdin_file = arg + 1;
-    opt->data_binary = true;
-    break;
-  case OPT_RESOLVE: opt->resolve = append (opt->resolve, arg); break;
-  case OPT_CONNECT_TO: opt->connect_to = append (opt->connect_to, arg); break;
-  case OPT_LIMIT_RATE:
-    opt->limit_rate = parse_size ("--limit-rate", arg);
-    break;
-  case OPT_UPLOAD_SIZE:
-    opt->upload_size = parse_size ("--upload-size", arg);
-    break;
-  case 'T':
-    stdin_file = arg;
-    if (strcmp (arg, "-") != 0 && strcmp (arg, ".") != 0)
-      opt->upload_name = arg;
-    break;
-  /* What curlpipe does anyway: never buffer the answer, never wait for
-   * 100 Continue, always show errors, a progress line of its own;
-   * --compressed: the answer is asked for without compression, so it
-   * comes out as curl --compressed would write it.
-   */
-  case 'N': case 'S': case '#': case OPT_COMPRESSED: break;
-  case OPT_EXPECT100_TIMEOUT:
-    opt->expect100_ms = parse_seconds ("--expect100-timeout", arg, true);
-    break;
-  case 'h':
-    fputs (usage_text, stdout);
-    exit (EXIT_OK);
-  case 'V':
-    printf ("curlpipe %s (%s)\n", PACKAGE_VERSION, curl_version ());
-    exit (EXIT_OK);
-  default:
-    return false;
-  }
-  return true;
-}
 
 /* -O's file: the last segment of the URL's path, as curl names it. */
 static char *remote_name;
@@ -621,10 +288,11 @@ finish_options (struct options *opt)
   /* -w @- reads standard input as it was given, as curl does, not
    * -T's or --data-binary's file.
    */
-  if (write_out_arg)
-    opt->write_out = write_out_format (write_out_arg, &write_out_allocated);
-  if (stdin_file)
-    upload_file (stdin_file);
+  if (opt->write_out_arg)
+    opt->write_out = write_out_format (opt->write_out_arg,
+                                       &write_out_allocated);
+  if (opt->stdin_file)
+    upload_file (opt->stdin_file);
 
   /* -u USER: the password from the terminal (cmdline.c). */
   if (opt->userpwd && strchr (opt->userpwd, ':') == NULL) {
@@ -681,25 +349,28 @@ main (int argc, char *argv[])
     .http_version = CURL_HTTP_VERSION_NONE, .upload_size = -1,
     .max_redirs = 50,             /* curl's default */
   };
+  struct option_fault fault;
+  enum option_verdict v;
   CURLcode rc;
-  int c, status;
+  int status;
   char msg[512] = "";
 
-  opterr = 0;
   for (;;) {
-    c = getopt_long (argc, argv, short_options, long_options, NULL);
-    if (c == -1)
+    v = options_next (argc, argv, &opt, &fault);
+    if (v == OPTION_END)
       break;
-    if (!set_option (&opt, c, optarg))
-      bad_option (argc, argv);
+    option_refused (v, &fault);
   }
   if (optind < argc && opt.url != NULL)
     usage_error ("only one URL is allowed (--url gave one)");
   if (optind < argc - 1 || (optind == argc && opt.url == NULL))
     usage_error ("%s", optind == argc ? "a URL is required"
                  : "only one URL is allowed");
-  if (opt.url == NULL)
-    opt.url = url_copy (argv[optind]);
+  if (opt.url == NULL) {
+    opt.url = take_url (argv[optind]);
+    if (opt.url == NULL)
+      out_of_memory ();
+  }
   finish_options (&opt);
   check_standard_fds (&opt);
 
@@ -709,7 +380,7 @@ main (int argc, char *argv[])
              curl_easy_strerror (rc));
     exit (rc);
   }
-  status = run_transfer (&opt, msg, sizeof msg);
+  status = transfer_run (&opt, msg, sizeof msg);
   if (msg[0] != '\0')
     fprintf (stderr, "curlpipe: %s\n", msg);
   curl_slist_free_all (opt.headers);

@@ -2,14 +2,15 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The progress line on a terminal's standard error, and the clock it and
- * libcurl's timer are measured with.
+ * The progress line on a terminal's standard error (struct progress),
+ * and the clock it and libcurl's timer are measured with.
  */
 
 #include <config.h>
 
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "curlpipe.h"
 #include "pipe.h"
@@ -23,21 +24,43 @@ seconds_since (const struct timespec *t)
   return (now.tv_sec - t->tv_sec) + (now.tv_nsec - t->tv_nsec) / 1e9;
 }
 
+/* The transfer starts now; the line is shown on a terminal, unless -s. */
 void
-show_progress (struct pipe_state *st, bool last)
+progress_start (struct pipe_state *st)
 {
-  double secs = seconds_since (&st->start);
+  struct progress *p = &st->progress;
 
-  if (!st->progress)
+  p->shown = !st->opt->silent && isatty (STDERR_FILENO);
+  clock_gettime (CLOCK_MONOTONIC, &p->start);
+  p->last = p->start;
+}
+
+/* How long the loop may wait before the line is due again: a second,
+ * or -1 when no line is shown.
+ */
+int
+progress_wait_ms (const struct pipe_state *st)
+{
+  return st->progress.shown ? 1000 : -1;
+}
+
+void
+progress_show (struct pipe_state *st, bool last)
+{
+  struct progress *p = &st->progress;
+  double secs = seconds_since (&p->start);
+
+  if (!p->shown)
     return;
-  if (!last && seconds_since (&st->last_progress) < 1)
+  if (!last && seconds_since (&p->last) < 1)
     return;
-  clock_gettime (CLOCK_MONOTONIC, &st->last_progress);
+  clock_gettime (CLOCK_MONOTONIC, &p->last);
   if (secs <= 0)
     secs = 1e-9;
   fprintf (stderr, "\rcurlpipe: sent %.1f MiB (%.1f MiB/s), received "
            "%.1f MiB (%.1f MiB/s)  %s",
-           st->sent / 1048576.0, st->sent / 1048576.0 / secs,
-           st->received / 1048576.0, st->received / 1048576.0 / secs,
+           upload_sent (st) / 1048576.0, upload_sent (st) / 1048576.0 / secs,
+           framing_received (st) / 1048576.0,
+           framing_received (st) / 1048576.0 / secs,
            last ? "\n" : "");
 }

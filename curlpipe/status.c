@@ -2,8 +2,8 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The transfer's outcome: why it failed (say, for main.c to print),
- * and its exit status.
+ * The transfer's outcome: why it failed, as each part of it found out
+ * (struct failure), the message main.c prints, and the exit status.
  */
 
 #include <config.h>
@@ -17,16 +17,86 @@
 #include "pipe.h"
 #include "secrets.h"
 
+/* main.c's buffer for the message, empty until a failure. */
 void
-say (struct pipe_state *st, const char *fmt, ...)
+failure_init (struct pipe_state *st, char *msg, size_t msglen)
+{
+  st->failure.msg = msg;
+  st->failure.msglen = msglen;
+}
+
+void
+failure_report (struct pipe_state *st, const char *fmt, ...)
 {
   va_list ap;
 
-  if (st->msg[0] != '\0')
+  if (st->failure.msg[0] != '\0')
     return;
   va_start (ap, fmt);
-  vsnprintf (st->msg, st->msglen, fmt, ap);
+  vsnprintf (st->failure.msg, st->failure.msglen, fmt, ap);
   va_end (ap);
+}
+
+/* The message so far ("" for none), for -w's %{errormsg}. */
+const char *
+failure_message (const struct pipe_state *st)
+{
+  return st->failure.msg;
+}
+
+/* Each side's failure replaces the one before on that side: the last
+ * one is the cause the transfer ended with.
+ */
+void
+failure_input (struct pipe_state *st, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (st->failure.input, sizeof st->failure.input, fmt, ap);
+  va_end (ap);
+}
+
+void
+failure_output (struct pipe_state *st, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (st->failure.output, sizeof st->failure.output, fmt, ap);
+  va_end (ap);
+}
+
+/* What libcurl would have put in its error buffer, for a failure that
+ * curlpipe finds in libcurl's place (see loop.c's answer_over).
+ */
+void
+failure_curl (struct pipe_state *st, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (st->failure.curl, sizeof st->failure.curl, fmt, ap);
+  va_end (ap);
+}
+
+bool
+failure_input_seen (const struct pipe_state *st)
+{
+  return st->failure.input[0] != '\0';
+}
+
+bool
+failure_output_seen (const struct pipe_state *st)
+{
+  return st->failure.output[0] != '\0';
+}
+
+/* CURLOPT_ERRORBUFFER: libcurl writes its own failures here. */
+char *
+failure_curl_buffer (struct pipe_state *st)
+{
+  return st->failure.curl;
 }
 
 /* libcurl's error buffer quotes a URL it cannot use, password and
@@ -38,8 +108,8 @@ hide_urls (struct pipe_state *st)
 {
   char copy[CURL_ERROR_SIZE];
 
-  shown_message (st->errbuf, copy, sizeof copy);
-  memcpy (st->errbuf, copy, sizeof copy);
+  shown_message (st->failure.curl, copy, sizeof copy);
+  memcpy (st->failure.curl, copy, sizeof copy);
 }
 
 /* The exit status for the transfer's result, and its message: curl's
@@ -49,9 +119,11 @@ int
 exit_status (struct pipe_state *st, CURLcode result)
 {
   long code = 0;
+  const char *refusal;
+  CURLcode refusal_code;
 
-  if (st->in_error[0]) {
-    say (st, "%s: %s", st->url, st->in_error);
+  if (failure_input_seen (st)) {
+    failure_report (st, "%s: %s", st->url, st->failure.input);
     return EXIT_READ;
   }
   /* As curl's -f, an error status counts before whatever came after
@@ -59,32 +131,34 @@ exit_status (struct pipe_state *st, CURLcode result)
    */
   curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
   if (st->opt->fail && code >= 400) {
-    say (st, "%s: the server answered HTTP %ld", st->url, code);
+    failure_report (st, "%s: the server answered HTTP %ld", st->url, code);
     return EXIT_HTTP;
   }
-  if (st->out_error[0]) {
-    say (st, "%s: %s", st->url, st->out_error);
+  if (failure_output_seen (st)) {
+    failure_report (st, "%s: %s", st->url, st->failure.output);
     return EXIT_WRITE;
   }
-  if (st->ch_bad) {
-    say (st, "%s: the answer's framing: %s", st->url, st->ch_bad);
-    return st->ch_bad_code;
+  refusal = framing_refusal (st, &refusal_code);
+  if (refusal != NULL) {
+    failure_report (st, "%s: the answer's framing: %s", st->url, refusal);
+    return refusal_code;
   }
   /* The server ended a whole answer and closed while more was being
    * sent: the exchange is done, as for curl.
    */
-  if (result == CURLE_SEND_ERROR && answer_whole (st) == 1)
+  if (result == CURLE_SEND_ERROR && framing_answer_whole (st) == 1)
     result = CURLE_OK;
   if (result == CURLE_SEND_FAIL_REWIND) {
-    say (st, "%s: -L: the redirect needs the body sent again, and "
+    failure_report (st, "%s: -L: the redirect needs the body sent again, and "
          "standard input (a stream) cannot replay it", st->url);
     return result;
   }
   if (result != CURLE_OK) {
     hide_urls (st);
     /* The error buffer says more than curl_easy_strerror, when set. */
-    say (st, "%s: %s%s%s%s", st->url,
-         st->errbuf[0] ? st->errbuf : curl_easy_strerror (result),
+    failure_report (st, "%s: %s%s%s%s", st->url,
+         st->failure.curl[0] ? st->failure.curl
+         : curl_easy_strerror (result),
          st->opt->unix_socket ? " (through the Unix socket " : "",
          st->opt->unix_socket ? st->opt->unix_socket : "",
          st->opt->unix_socket ? ")" : "");

@@ -2,85 +2,56 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * run_transfer: the transfer from start to end.  It opens the streams,
- * sets up the easy handle (setup.c), drives it (loop.c) and reports the
- * outcome (status.c); what happens while it runs is in loop.c's top
- * comment.
+ * transfer_run: the transfer from start to end.  It sets up each part's
+ * state, opens the streams, sets the easy handle's options
+ * (easyopts.c), runs the loop (loop.c), reports the outcome (status.c)
+ * and closes what it opened; what happens while the transfer runs is in
+ * loop.c's top comment.
  */
 
 #include <config.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "curlpipe.h"
 #include "pipe.h"
 #include "secrets.h"
 
-/* The answer is gathered while libcurl decodes what one read from the
- * socket brought, and written to standard output in one write: the
- * streaming echo sends a 64 KiB block as four chunks, which were four
- * writes.
- */
-#define OUT_BUFFER_SIZE (1024 * 1024)
-
-/* Standard input and output, -D's file. */
+/* -D's file, standard input and output. */
 static bool
 open_streams (struct pipe_state *st)
 {
-  const struct options *opt = st->opt;
-  bool to_file = opt->output != NULL && strcmp (opt->output, "-") != 0;
-
-  /* -D - goes with the body, unless that goes to a file. */
-  if (opt->dump_header && strcmp (opt->dump_header, "-") == 0 && to_file)
-    st->header_file = stdout;
-  else if (opt->dump_header && strcmp (opt->dump_header, "-") != 0) {
-    st->header_file = fopen (opt->dump_header, "we");
-    if (st->header_file == NULL) {
-      snprintf (st->out_error, sizeof st->out_error, "-D %s: %s",
-                opt->dump_header, strerror (errno));
-      return false;
-    }
-  }
-  io_open (&st->in, STDIN_FILENO, O_RDONLY);
-  if (!to_file)                 /* else see open_output */
-    io_open (&st->out_io, STDOUT_FILENO, O_WRONLY);
-  st->body = &st->out_io;
+  if (!download_headers_open (st))
+    return false;
+  upload_open (st);
+  output_start (st);
   return true;
 }
 
-/* Open the streams, set up the easy handle, drive it to its end and
- * deliver the answer; CURLE_FAILED_INIT (with the reason recorded) when
- * it could not start.
+/* Open the streams, set the easy handle's options, run it to its end
+ * and deliver the answer; CURLE_FAILED_INIT (with the reason recorded)
+ * when it could not start.
  */
 static CURLcode
-transfer (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
+run_to_end (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
 {
   const struct options *opt = st->opt;
   CURLcode result;
 
-  if (!open_streams (st) || !setup (st, headers))
+  if (!open_streams (st) || !easy_options_set (st, headers))
     return CURLE_FAILED_INIT;
-  curl_multi_setopt (multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-  curl_multi_setopt (multi, CURLMOPT_SOCKETDATA, st);
-  curl_multi_setopt (multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-  curl_multi_setopt (multi, CURLMOPT_TIMERDATA, st);
-  curl_multi_add_handle (multi, st->easy);
-  result = drive (st, multi);
-  show_progress (st, true);
+  result = loop_run (st, multi);
+  progress_show (st, true);
   if (result == CURLE_OK)
-    check_upload_end (st);
+    upload_check_end (st);
   /* An answer with no body still makes the -o file, as curl does. */
-  if (result == CURLE_OK && opt->output && st->out_error[0] == '\0' &&
-      st->body != &st->err_io)
-    open_output (st);
-  drain_output (st);
+  if (result == CURLE_OK && opt->output && !failure_output_seen (st) &&
+      !output_on_stderr (st))
+    output_file_open (st);
+  output_drain (st);
   return result;
 }
 
@@ -93,56 +64,50 @@ close_files (struct pipe_state *st, int status)
   const struct options *opt = st->opt;
   bool to_file = opt->output != NULL && strcmp (opt->output, "-") != 0;
 
-  if (st->header_file != NULL &&
-      (st->header_file == stdout ? fflush (stdout) : fclose (st->header_file))
-      == EOF && status == EXIT_OK) {
-    say (st, "-D %s: %s", opt->dump_header, strerror (errno));
+  if (!download_headers_close (st) && status == EXIT_OK) {
+    failure_report (st, "-D %s: %s", opt->dump_header, strerror (errno));
     status = EXIT_WRITE;
   }
-  if (!io_close (&st->out_io) && to_file && status == EXIT_OK) {
-    say (st, "%s: %s", opt->output, strerror (errno));
+  if (!output_close (st) && to_file && status == EXIT_OK) {
+    failure_report (st, "%s: %s", opt->output, strerror (errno));
     status = EXIT_WRITE;
   }
-  io_close (&st->in);
-  io_close (&st->err_io);
-  if (st->trace_file != NULL && st->trace_file != stderr)
-    fclose (st->trace_file);
+  upload_close (st);
+  easy_options_close (st);
   return status;
 }
 
 int
-run_transfer (const struct options *opt, char *msg, size_t msglen)
+transfer_run (const struct options *opt, char *msg, size_t msglen)
 {
   struct pipe_state st = {
-    .opt = opt, .msg = msg, .msglen = msglen,
-    .in = { .fd = -1, .poll_fd = -1 }, .out_io = { .fd = -1, .poll_fd = -1 },
-    .err_io = { .fd = -1, .poll_fd = -1 },
-    .timer_ms = -1, .sock = CURL_SOCKET_BAD,
+    .opt = opt,
   };
   struct curl_slist *headers = NULL;
   CURLM *multi = NULL;
   CURLcode result = CURLE_FAILED_INIT;
   int status;
+  bool output_ok;
 
+  failure_init (&st, msg, msglen);
+  connection_init (&st);
+  upload_init (&st);
   st.url = shown_url (opt->url);
-  st.out_size = OUT_BUFFER_SIZE;
-  st.out = malloc (st.out_size);
+  output_ok = output_init (&st);
   st.easy = curl_easy_init ();
   multi = curl_multi_init ();
-  if (st.url == NULL || st.out == NULL || st.easy == NULL || multi == NULL) {
-    say (&st, "out of memory");
+  if (st.url == NULL || !output_ok || st.easy == NULL || multi == NULL) {
+    failure_report (&st, "out of memory");
     status = EXIT_NOMEM;
     goto out;
   }
-  catch_signals ();
-  st.progress = !opt->silent && isatty (STDERR_FILENO);
-  clock_gettime (CLOCK_MONOTONIC, &st.start);
-  st.last_progress = st.start;
+  io_ignore_sigpipe ();
+  progress_start (&st);
 
-  result = transfer (&st, multi, &headers);
+  result = run_to_end (&st, multi, &headers);
   status = exit_status (&st, result);
-  if (st.msg[0] == '\0' && status != EXIT_OK)
-    say (&st, "%s: %s", st.url, curl_easy_strerror (result));
+  if (failure_message (&st)[0] == '\0' && status != EXIT_OK)
+    failure_report (&st, "%s: %s", st.url, curl_easy_strerror (result));
 
  out:
   if (multi && st.easy)
@@ -152,12 +117,10 @@ run_transfer (const struct options *opt, char *msg, size_t msglen)
    * exits with, also when closing -D's or -o's file failed.
    */
   if (opt->write_out && st.easy)
-    write_out (&st, status);
+    write_out_print (&st, status);
   curl_easy_cleanup (st.easy);
   curl_multi_cleanup (multi);
   curl_slist_free_all (headers);
-  free (st.out);
-  free (st.held);
   free (st.url);
   return status;
 }

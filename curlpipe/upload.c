@@ -2,15 +2,17 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The upload: CURLOPT_READFUNCTION reads standard input as far as it
- * has bytes, holds them back while an answer that came meanwhile is
- * read first, and at the end checks that --upload-size was the whole
- * of standard input.
+ * The upload (struct upload): standard input opened, its length when
+ * it is known, CURLOPT_READFUNCTION reading it as far as it has bytes
+ * and holding them back while an answer that came meanwhile is read
+ * first, CURLOPT_SEEKFUNCTION going back to its start for -L, and at
+ * the end the check that --upload-size was the whole of it.
  */
 
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,19 +26,98 @@
 /* See hold_back. */
 #define HOLD_MIN (16 * 1024)
 
-/* Has the server sent something libcurl has not read yet (bytes, its
- * end, or a reset)?  The connection is looked at without taking
- * anything from it.
+/* Nothing open yet. */
+void
+upload_init (struct pipe_state *st)
+{
+  st->upload.in = (struct io) { .fd = -1, .poll_fd = -1 };
+}
+
+void
+upload_open (struct pipe_state *st)
+{
+  io_open (&st->upload.in, STDIN_FILENO, O_RDONLY);
+}
+
+void
+upload_close (struct pipe_state *st)
+{
+  io_close (&st->upload.in);
+  free (st->upload.held);
+  st->upload.held = NULL;
+}
+
+/* The upload's length when it is known, else -1: --upload-size, or
+ * what is left of a regular file.  Also notes where -L's rewind
+ * (upload_seek_cb) goes back to in a regular file.
+ */
+curl_off_t
+upload_length (struct pipe_state *st)
+{
+  struct upload *u = &st->upload;
+  struct stat sb;
+  off_t pos;
+
+  u->start = lseek (u->in.fd, 0, SEEK_CUR);
+  if (st->opt->upload_size >= 0)
+    return st->opt->upload_size;
+  if (fstat (u->in.fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
+    pos = lseek (u->in.fd, 0, SEEK_CUR);
+    if (pos >= 0 && pos <= sb.st_size)
+      return sb.st_size - pos;
+  }
+  return -1;
+}
+
+/* What the loop needs to know of the upload. */
+curl_off_t
+upload_sent (const struct pipe_state *st)
+{
+  return st->upload.sent;
+}
+
+bool
+upload_ended (const struct pipe_state *st)
+{
+  return st->upload.eof;
+}
+
+int
+upload_poll_fd (const struct pipe_state *st)
+{
+  return st->upload.in.poll_fd;
+}
+
+/* Are bytes held back (see hold_back), and has libcurl read the
+ * connection since?
  */
 bool
-answer_waiting (const struct pipe_state *st)
+upload_holding (const struct pipe_state *st)
 {
-  char c;
+  return st->upload.answer_first;
+}
 
-  if (st->sock == CURL_SOCKET_BAD)
-    return false;
-  return recv (st->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
-    (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+bool
+upload_answer_read (const struct pipe_state *st)
+{
+  return st->upload.answer_read;
+}
+
+/* libcurl has been given the connection's readable bytes. */
+void
+upload_note_answer_read (struct pipe_state *st)
+{
+  st->upload.answer_read = true;
+}
+
+/* The held bytes may go: the upload's pause is lifted, and libcurl may
+ * take them at once.
+ */
+CURLcode
+upload_release (struct pipe_state *st)
+{
+  st->upload.answer_first = false;
+  return pause_lift_upload (st);
 }
 
 /* The upload's next bytes came from standard input while the server's
@@ -57,82 +138,119 @@ answer_waiting (const struct pipe_state *st)
 static bool
 hold_back (struct pipe_state *st, const char *buf, size_t n)
 {
+  struct upload *u = &st->upload;
+
   if (n > UPLOAD_BUFFER_SIZE)
     return false;
-  if (st->held == NULL)
-    st->held = malloc (UPLOAD_BUFFER_SIZE);
-  if (st->held == NULL)
+  if (u->held == NULL)
+    u->held = malloc (UPLOAD_BUFFER_SIZE);
+  if (u->held == NULL)
     return false;
-  memcpy (st->held, buf, n);
-  st->held_off = 0;
-  st->held_len = n;
-  st->answer_first = true;
-  st->answer_read = false;
-  st->send_paused = true;
+  memcpy (u->held, buf, n);
+  u->held_off = 0;
+  u->held_len = n;
+  u->answer_first = true;
+  u->answer_read = false;
+  pause_upload (st);
   return true;
 }
 
+/* Standard input's end, or a read that found nothing (n 0 or -1, with
+ * errno): what the read callback returns for it.
+ */
+static size_t
+read_ended (struct pipe_state *st, ssize_t n)
+{
+  struct upload *u = &st->upload;
+
+  if (n == 0) {
+    /* libcurl would wait for the rest of the promised body for ever. */
+    if (st->opt->upload_size >= 0 && u->sent < st->opt->upload_size) {
+      failure_input (st, "standard input ended after %"
+                     CURL_FORMAT_CURL_OFF_T " of the %" CURL_FORMAT_CURL_OFF_T
+                     " bytes of --upload-size", u->sent,
+                     st->opt->upload_size);
+      return CURL_READFUNC_ABORT;
+    }
+    u->eof = true;
+    return 0;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+    pause_upload (st);
+    return CURL_READFUNC_PAUSE;
+  }
+  failure_input (st, "reading standard input: %s", strerror (errno));
+  return CURL_READFUNC_ABORT;
+}
+
 size_t
-read_cb (char *buf, size_t size, size_t nitems, void *opaque)
+upload_read_cb (char *buf, size_t size, size_t nitems, void *opaque)
 {
   struct pipe_state *st = opaque;
+  struct upload *u = &st->upload;
   size_t want;
   ssize_t n;
 
   want = size * nitems;
-  if (st->held_off < st->held_len) {
-    n = st->held_len - st->held_off < want ? st->held_len - st->held_off
-      : want;
-    memcpy (buf, st->held + st->held_off, n);
-    st->held_off += n;
+  if (u->held_off < u->held_len) {
+    n = u->held_len - u->held_off < want ? u->held_len - u->held_off : want;
+    memcpy (buf, u->held + u->held_off, n);
+    u->held_off += n;
     return n;
   }
-  if (st->in_eof)
+  if (u->eof)
     return 0;
   /* A short read from a pipe or socket means it is empty for now: wait
    * for it in the poll rather than spend a read() on EAGAIN.
    */
-  if (st->in_drained) {
-    st->in_drained = false;
-    st->send_paused = true;
+  if (u->drained) {
+    u->drained = false;
+    pause_upload (st);
     return CURL_READFUNC_PAUSE;
   }
   /* Never more than --upload-size: what follows would be taken by the
    * server for the start of another request.
    */
   if (st->opt->upload_size >= 0 &&
-      (curl_off_t) want > st->opt->upload_size - st->sent)
-    want = st->opt->upload_size - st->sent;
+      (curl_off_t) want > st->opt->upload_size - u->sent)
+    want = st->opt->upload_size - u->sent;
   if (want == 0)
     return 0;
-  n = io_read (&st->in, buf, want);
-  if (n > 0) {
-    st->sent += n;
-    st->in_drained = st->in.stream && (size_t) n < want;
-    if (n >= HOLD_MIN && !st->recv_paused && answer_waiting (st) &&
-        hold_back (st, buf, n))
-      return CURL_READFUNC_PAUSE;
-    return n;
-  }
-  if (n == 0) {
-    /* libcurl would wait for the rest of the promised body for ever. */
-    if (st->opt->upload_size >= 0 && st->sent < st->opt->upload_size) {
-      snprintf (st->in_error, sizeof st->in_error, "standard input ended "
-                "after %" CURL_FORMAT_CURL_OFF_T " of the %"
-                CURL_FORMAT_CURL_OFF_T " bytes of --upload-size", st->sent,
-                st->opt->upload_size);
-      return CURL_READFUNC_ABORT;
-    }
-    st->in_eof = true;
-    return 0;
-  }
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-    st->send_paused = true;
+  n = io_read (&u->in, buf, want);
+  if (n <= 0)
+    return read_ended (st, n);
+  u->sent += n;
+  u->drained = u->in.stream && (size_t) n < want;
+  if (n >= HOLD_MIN && !pause_holds_download (st) &&
+      connection_answer_waiting (st) && hold_back (st, buf, n))
     return CURL_READFUNC_PAUSE;
+  return n;
+}
+
+/* -L to a redirect that needs the body again: libcurl asks to go back
+ * to its start.  A regular file can; a stream cannot replay what it
+ * has given, so the transfer fails with curl's exit status for that
+ * (65), unless nothing of it was read yet.
+ */
+int
+upload_seek_cb (void *opaque, curl_off_t offset, int origin)
+{
+  struct pipe_state *st = opaque;
+  struct upload *u = &st->upload;
+  struct stat sb;
+
+  if (origin != SEEK_SET || offset != 0)
+    return CURL_SEEKFUNC_CANTSEEK;
+  if (u->sent == 0 && u->held_len == 0)
+    return CURL_SEEKFUNC_OK;
+  if (fstat (u->in.fd, &sb) == 0 && S_ISREG (sb.st_mode) &&
+      lseek (u->in.fd, u->start, SEEK_SET) == u->start) {
+    u->sent = 0;
+    u->eof = false;
+    u->held_off = u->held_len = 0;
+    return CURL_SEEKFUNC_OK;
   }
-  snprintf (st->in_error, sizeof st->in_error, "reading standard input: %s",
-            strerror (errno));
-  return CURL_READFUNC_ABORT;
+  return CURL_SEEKFUNC_CANTSEEK;
 }
 
 /* --upload-size N sent N bytes: standard input must end there.  Bytes
@@ -141,24 +259,25 @@ read_cb (char *buf, size_t size, size_t nitems, void *opaque)
  * within 5 s is given the benefit of the doubt.
  */
 void
-check_upload_end (struct pipe_state *st)
+upload_check_end (struct pipe_state *st)
 {
-  struct pollfd pfd = { .fd = st->in.poll_fd, .events = POLLIN };
+  struct upload *u = &st->upload;
+  struct pollfd pfd = { .fd = u->in.poll_fd, .events = POLLIN };
   char c;
   ssize_t n;
   struct stat sb;
 
-  if (st->opt->upload_size < 0 || st->in_eof || st->in_error[0] ||
-      fstat (st->in.fd, &sb) == -1)
+  if (st->opt->upload_size < 0 || u->eof || failure_input_seen (st) ||
+      fstat (u->in.fd, &sb) == -1)
     return;
   /* A terminal is left alone: reading it would wait for the user. */
-  if (!S_ISREG (sb.st_mode) && !st->in.stream)
+  if (!S_ISREG (sb.st_mode) && !u->in.stream)
     return;
-  if (st->in.stream && poll (&pfd, 1, 5000) <= 0)
+  if (u->in.stream && poll (&pfd, 1, 5000) <= 0)
     return;
-  n = io_read (&st->in, &c, 1);
+  n = io_read (&u->in, &c, 1);
   if (n > 0)
-    snprintf (st->in_error, sizeof st->in_error, "standard input has more "
-              "than the %" CURL_FORMAT_CURL_OFF_T " bytes of --upload-size",
-              st->opt->upload_size);
+    failure_input (st, "standard input has more than the %"
+                   CURL_FORMAT_CURL_OFF_T " bytes of --upload-size",
+                   st->opt->upload_size);
 }

@@ -3,9 +3,11 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * -w FORMAT: curl 7.88's variables, written as curl writes them, once
- * the transfer's exit status is final.  One row per variable; a row's
- * value is written by one function, which %{name}, %{json} and the
- * list of names main.c checks a format against all use.  The URLs
+ * the transfer's exit status is final.  One row per variable, whose
+ * value is libcurl's (a CURLINFO) or a function's of its own
+ * (value_*); a row's value is written by one function (put_var), which
+ * %{name} and %{json} use, and the list of names main.c checks a format
+ * against is the rows'.  The URLs
  * (%{url}, %{url_effective}, %{redirect_url}) are shown as messages
  * show them, without user name, password or query, and so is
  * %{referer}: with -e ';auto' it is the URL redirected from.
@@ -22,6 +24,153 @@
 #include "pipe.h"
 #include "secrets.h"
 
+/* A URL as messages show it: NULL when absent. */
+static char *
+masked (const char *url)
+{
+  return url && *url ? shown_url (url) : NULL;
+}
+
+/* The certificate chain (CURLOPT_CERTINFO, asked for by easyopts.c when
+ * the format names it): each field on its own line; NULL for none.
+ */
+static char *
+certs_text (const struct pipe_state *st, long *count)
+{
+  struct curl_certinfo *ci = NULL;
+  struct curl_slist *f;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *fp;
+  int i;
+
+  *count = 0;
+  if (curl_easy_getinfo (st->easy, CURLINFO_CERTINFO, &ci) != CURLE_OK ||
+      ci == NULL || ci->num_of_certs <= 0)
+    return NULL;
+  *count = ci->num_of_certs;
+  fp = open_memstream (&text, &len);
+  if (fp == NULL)
+    return NULL;
+  for (i = 0; i < ci->num_of_certs; i++)
+    for (f = ci->certinfo[i]; f != NULL; f = f->next)
+      fprintf (fp, "%s\n", f->data);
+  fclose (fp);
+  return text;
+}
+
+/* The values libcurl does not give as they are, one function each:
+ * *number for NUMBER, else a string in *text (NULL: absent).
+ */
+struct value {
+  const struct pipe_state *st;
+  int status;                   /* the exit status */
+  curl_off_t number;
+  char *text;                   /* the caller frees it */
+};
+
+static void
+value_certs (struct value *v)
+{
+  long count;
+
+  v->text = certs_text (v->st, &count);
+}
+
+static void
+value_num_certs (struct value *v)
+{
+  long count;
+
+  free (certs_text (v->st, &count));
+  v->number = count;
+}
+
+static void
+value_errormsg (struct value *v)
+{
+  const char *msg = failure_message (v->st);
+
+  v->text = v->status != 0 && msg[0] ? strdup (msg) : NULL;
+}
+
+static void
+value_exitcode (struct value *v)
+{
+  v->number = v->status;
+}
+
+static void
+value_filename_effective (struct value *v)
+{
+  const char *output = v->st->opt->output;
+
+  v->text = output && strcmp (output, "-") != 0 ? strdup (output) : NULL;
+}
+
+static void
+value_http_version (struct value *v)
+{
+  long l = 0;
+
+  curl_easy_getinfo (v->st->easy, CURLINFO_HTTP_VERSION, &l);
+  v->text = strdup (l == CURL_HTTP_VERSION_1_0 ? "1"
+                    : l == CURL_HTTP_VERSION_1_1 ? "1.1"
+                    : l == CURL_HTTP_VERSION_2_0 ? "2"
+                    : l == CURL_HTTP_VERSION_3 ? "3" : "0");
+}
+
+static void
+value_num_headers (struct value *v)
+{
+  v->number = download_num_headers (v->st);
+}
+
+static void
+value_redirect_url (struct value *v)
+{
+  const char *s = NULL;
+
+  curl_easy_getinfo (v->st->easy, CURLINFO_REDIRECT_URL, &s);
+  v->text = masked (s);
+}
+
+static void
+value_referer (struct value *v)
+{
+  const char *s = NULL;
+
+  curl_easy_getinfo (v->st->easy, CURLINFO_REFERER, &s);
+  v->text = masked (s);
+}
+
+static void
+value_size_download (struct value *v)
+{
+  v->number = framing_received (v->st);
+}
+
+static void
+value_size_upload (struct value *v)
+{
+  v->number = upload_sent (v->st);
+}
+
+static void
+value_url (struct value *v)
+{
+  v->text = strdup (v->st->url);
+}
+
+static void
+value_url_effective (struct value *v)
+{
+  const char *s = NULL;
+
+  curl_easy_getinfo (v->st->easy, CURLINFO_EFFECTIVE_URL, &s);
+  v->text = s ? masked (s) : strdup (v->st->url);
+}
+
 enum shape {
   NUMBER,                       /* a JSON number */
   TEXT,                         /* a JSON string, null when absent */
@@ -33,56 +182,58 @@ enum shape {
 struct var {
   const char *name;
   enum shape shape;
-  CURLINFO info;                /* 0: computed in value () */
+  CURLINFO info;                /* 0: computed, or none */
+  void (*computed) (struct value *v);   /* NULL: libcurl's, or none */
 };
 
 /* In curl's order, which is also %{json}'s. */
 static const struct var vars[] = {
-  { "certs", TEXT, 0 },
-  { "content_type", TEXT, CURLINFO_CONTENT_TYPE },
-  { "errormsg", TEXT, 0 },
-  { "exitcode", NUMBER, 0 },
-  { "filename_effective", TEXT, 0 },
-  { "ftp_entry_path", TEXT, 0 },
-  { "http_code", CODE, CURLINFO_RESPONSE_CODE },
-  { "http_connect", CODE, CURLINFO_HTTP_CONNECTCODE },
-  { "http_version", TEXT, 0 },
-  { "local_ip", TEXT, CURLINFO_LOCAL_IP },
-  { "local_port", NUMBER, CURLINFO_LOCAL_PORT },
-  { "method", TEXT, CURLINFO_EFFECTIVE_METHOD },
-  { "num_certs", NUMBER, 0 },
-  { "num_connects", NUMBER, CURLINFO_NUM_CONNECTS },
-  { "num_headers", NUMBER, 0 },
-  { "num_redirects", NUMBER, CURLINFO_REDIRECT_COUNT },
-  { "proxy_ssl_verify_result", NUMBER, CURLINFO_PROXY_SSL_VERIFYRESULT },
-  { "redirect_url", TEXT, 0 },
-  { "referer", TEXT, 0 },
-  { "remote_ip", TEXT, CURLINFO_PRIMARY_IP },
-  { "remote_port", NUMBER, CURLINFO_PRIMARY_PORT },
-  { "response_code", CODE, CURLINFO_RESPONSE_CODE },
-  { "scheme", TEXT, CURLINFO_SCHEME },
-  { "size_download", NUMBER, 0 },
-  { "size_header", NUMBER, CURLINFO_HEADER_SIZE },
-  { "size_request", NUMBER, CURLINFO_REQUEST_SIZE },
-  { "size_upload", NUMBER, 0 },
-  { "speed_download", NUMBER, CURLINFO_SPEED_DOWNLOAD_T },
-  { "speed_upload", NUMBER, CURLINFO_SPEED_UPLOAD_T },
-  { "ssl_verify_result", NUMBER, CURLINFO_SSL_VERIFYRESULT },
-  { "time_appconnect", SECONDS, CURLINFO_APPCONNECT_TIME_T },
-  { "time_connect", SECONDS, CURLINFO_CONNECT_TIME_T },
-  { "time_namelookup", SECONDS, CURLINFO_NAMELOOKUP_TIME_T },
-  { "time_pretransfer", SECONDS, CURLINFO_PRETRANSFER_TIME_T },
-  { "time_redirect", SECONDS, CURLINFO_REDIRECT_TIME_T },
-  { "time_starttransfer", SECONDS, CURLINFO_STARTTRANSFER_TIME_T },
-  { "time_total", SECONDS, CURLINFO_TOTAL_TIME_T },
-  { "url", TEXT, 0 },
-  { "url_effective", TEXT, 0 },
-  { "urlnum", NUMBER, 0 },
-  { "header_json", SPECIAL, 0 },
-  { "json", SPECIAL, 0 },
-  { "onerror", SPECIAL, 0 },
-  { "stderr", SPECIAL, 0 },
-  { "stdout", SPECIAL, 0 },
+  { "certs", TEXT, 0, value_certs },
+  { "content_type", TEXT, CURLINFO_CONTENT_TYPE, NULL },
+  { "errormsg", TEXT, 0, value_errormsg },
+  { "exitcode", NUMBER, 0, value_exitcode },
+  { "filename_effective", TEXT, 0, value_filename_effective },
+  { "ftp_entry_path", TEXT, 0, NULL },
+  { "http_code", CODE, CURLINFO_RESPONSE_CODE, NULL },
+  { "http_connect", CODE, CURLINFO_HTTP_CONNECTCODE, NULL },
+  { "http_version", TEXT, 0, value_http_version },
+  { "local_ip", TEXT, CURLINFO_LOCAL_IP, NULL },
+  { "local_port", NUMBER, CURLINFO_LOCAL_PORT, NULL },
+  { "method", TEXT, CURLINFO_EFFECTIVE_METHOD, NULL },
+  { "num_certs", NUMBER, 0, value_num_certs },
+  { "num_connects", NUMBER, CURLINFO_NUM_CONNECTS, NULL },
+  { "num_headers", NUMBER, 0, value_num_headers },
+  { "num_redirects", NUMBER, CURLINFO_REDIRECT_COUNT, NULL },
+  { "proxy_ssl_verify_result", NUMBER, CURLINFO_PROXY_SSL_VERIFYRESULT,
+    NULL },
+  { "redirect_url", TEXT, 0, value_redirect_url },
+  { "referer", TEXT, 0, value_referer },
+  { "remote_ip", TEXT, CURLINFO_PRIMARY_IP, NULL },
+  { "remote_port", NUMBER, CURLINFO_PRIMARY_PORT, NULL },
+  { "response_code", CODE, CURLINFO_RESPONSE_CODE, NULL },
+  { "scheme", TEXT, CURLINFO_SCHEME, NULL },
+  { "size_download", NUMBER, 0, value_size_download },
+  { "size_header", NUMBER, CURLINFO_HEADER_SIZE, NULL },
+  { "size_request", NUMBER, CURLINFO_REQUEST_SIZE, NULL },
+  { "size_upload", NUMBER, 0, value_size_upload },
+  { "speed_download", NUMBER, CURLINFO_SPEED_DOWNLOAD_T, NULL },
+  { "speed_upload", NUMBER, CURLINFO_SPEED_UPLOAD_T, NULL },
+  { "ssl_verify_result", NUMBER, CURLINFO_SSL_VERIFYRESULT, NULL },
+  { "time_appconnect", SECONDS, CURLINFO_APPCONNECT_TIME_T, NULL },
+  { "time_connect", SECONDS, CURLINFO_CONNECT_TIME_T, NULL },
+  { "time_namelookup", SECONDS, CURLINFO_NAMELOOKUP_TIME_T, NULL },
+  { "time_pretransfer", SECONDS, CURLINFO_PRETRANSFER_TIME_T, NULL },
+  { "time_redirect", SECONDS, CURLINFO_REDIRECT_TIME_T, NULL },
+  { "time_starttransfer", SECONDS, CURLINFO_STARTTRANSFER_TIME_T, NULL },
+  { "time_total", SECONDS, CURLINFO_TOTAL_TIME_T, NULL },
+  { "url", TEXT, 0, value_url },
+  { "url_effective", TEXT, 0, value_url_effective },
+  { "urlnum", NUMBER, 0, NULL },
+  { "header_json", SPECIAL, 0, NULL },
+  { "json", SPECIAL, 0, NULL },
+  { "onerror", SPECIAL, 0, NULL },
+  { "stderr", SPECIAL, 0, NULL },
+  { "stdout", SPECIAL, 0, NULL },
 };
 
 #define NVARS (sizeof vars / sizeof vars[0])
@@ -128,146 +279,67 @@ put_json_string (FILE *fp, const char *s)
   putc ('"', fp);
 }
 
-/* A URL as messages show it: NULL when absent. */
-static char *
-masked (const char *url)
-{
-  return url && *url ? shown_url (url) : NULL;
-}
-
-/* The certificate chain (CURLOPT_CERTINFO, asked for by setup.c when
- * the format names it): each field on its own line; NULL for none.
- */
-static char *
-certs_text (const struct pipe_state *st, long *count)
-{
-  struct curl_certinfo *ci = NULL;
-  struct curl_slist *f;
-  char *text = NULL;
-  size_t len = 0;
-  FILE *fp;
-  int i;
-
-  *count = 0;
-  if (curl_easy_getinfo (st->easy, CURLINFO_CERTINFO, &ci) != CURLE_OK ||
-      ci == NULL || ci->num_of_certs <= 0)
-    return NULL;
-  *count = ci->num_of_certs;
-  fp = open_memstream (&text, &len);
-  if (fp == NULL)
-    return NULL;
-  for (i = 0; i < ci->num_of_certs; i++)
-    for (f = ci->certinfo[i]; f != NULL; f = f->next)
-      fprintf (fp, "%s\n", f->data);
-  fclose (fp);
-  return text;
-}
-
-/* A row's value: *number for NUMBER, CODE and SECONDS (microseconds),
- * else a string in *text (NULL: absent), which the caller frees.
+/* A row's value as libcurl gives it (CURLINFO_*): *number for NUMBER,
+ * CODE and SECONDS (microseconds), else a string in *text.
  */
 static void
-value (const struct pipe_state *st, int status, const struct var *v,
-       curl_off_t *number, char **text)
+info_value (const struct pipe_state *st, CURLINFO info, struct value *v)
 {
   const char *s = NULL;
   long l = 0;
   curl_off_t o = 0;
 
-  *number = 0;
-  *text = NULL;
-  if (v->info != 0) {
-    switch (v->info & CURLINFO_TYPEMASK) {
-    case CURLINFO_STRING:
-      if (curl_easy_getinfo (st->easy, v->info, &s) == CURLE_OK && s != NULL)
-        *text = strdup (s);
-      break;
-    case CURLINFO_LONG:
-      curl_easy_getinfo (st->easy, v->info, &l);
-      *number = l;
-      break;
-    case CURLINFO_OFF_T:
-      curl_easy_getinfo (st->easy, v->info, &o);
-      *number = o;
-      break;
-    }
-    return;
-  }
-  if (strcmp (v->name, "certs") == 0)
-    *text = certs_text (st, &l);
-  else if (strcmp (v->name, "num_certs") == 0) {
-    free (certs_text (st, &l));
-    *number = l;
-  }
-  else if (strcmp (v->name, "errormsg") == 0)
-    *text = status != 0 && st->msg[0] ? strdup (st->msg) : NULL;
-  else if (strcmp (v->name, "exitcode") == 0)
-    *number = status;
-  else if (strcmp (v->name, "filename_effective") == 0)
-    *text = st->opt->output && strcmp (st->opt->output, "-") != 0
-      ? strdup (st->opt->output) : NULL;
-  else if (strcmp (v->name, "http_version") == 0) {
-    curl_easy_getinfo (st->easy, CURLINFO_HTTP_VERSION, &l);
-    *text = strdup (l == CURL_HTTP_VERSION_1_0 ? "1"
-                    : l == CURL_HTTP_VERSION_1_1 ? "1.1"
-                    : l == CURL_HTTP_VERSION_2_0 ? "2"
-                    : l == CURL_HTTP_VERSION_3 ? "3" : "0");
-  }
-  else if (strcmp (v->name, "num_headers") == 0)
-    *number = st->num_headers;
-  else if (strcmp (v->name, "redirect_url") == 0) {
-    curl_easy_getinfo (st->easy, CURLINFO_REDIRECT_URL, &s);
-    *text = masked (s);
-  }
-  else if (strcmp (v->name, "referer") == 0) {
-    curl_easy_getinfo (st->easy, CURLINFO_REFERER, &s);
-    *text = masked (s);
-  }
-  else if (strcmp (v->name, "size_download") == 0)
-    *number = st->received;
-  else if (strcmp (v->name, "size_upload") == 0)
-    *number = st->sent;
-  else if (strcmp (v->name, "url") == 0)
-    *text = strdup (st->url);
-  else if (strcmp (v->name, "url_effective") == 0) {
-    curl_easy_getinfo (st->easy, CURLINFO_EFFECTIVE_URL, &s);
-    *text = s ? masked (s) : strdup (st->url);
+  switch (info & CURLINFO_TYPEMASK) {
+  case CURLINFO_STRING:
+    if (curl_easy_getinfo (st->easy, info, &s) == CURLE_OK && s != NULL)
+      v->text = strdup (s);
+    break;
+  case CURLINFO_LONG:
+    curl_easy_getinfo (st->easy, info, &l);
+    v->number = l;
+    break;
+  case CURLINFO_OFF_T:
+    curl_easy_getinfo (st->easy, info, &o);
+    v->number = o;
+    break;
   }
 }
 
 /* One variable as %{name} writes it (json: as %{json} does). */
 static void
-put_var (const struct pipe_state *st, int status, const struct var *v,
+put_var (const struct pipe_state *st, int status, const struct var *var,
          FILE *fp, bool json)
 {
-  curl_off_t n;
-  char *text;
+  struct value v = { .st = st, .status = status };
 
-  value (st, status, v, &n, &text);
-  switch (v->shape) {
+  if (var->info != 0)
+    info_value (st, var->info, &v);
+  else if (var->computed != NULL)
+    var->computed (&v);
+  switch (var->shape) {
   case NUMBER:
-    fprintf (fp, "%" CURL_FORMAT_CURL_OFF_T, n);
+    fprintf (fp, "%" CURL_FORMAT_CURL_OFF_T, v.number);
     break;
   case CODE:
     fprintf (fp, json ? "%" CURL_FORMAT_CURL_OFF_T
-             : "%03" CURL_FORMAT_CURL_OFF_T, n);
+             : "%03" CURL_FORMAT_CURL_OFF_T, v.number);
     break;
   case SECONDS:
     fprintf (fp, "%" CURL_FORMAT_CURL_OFF_T ".%06" CURL_FORMAT_CURL_OFF_T,
-             n / 1000000, n % 1000000);
+             v.number / 1000000, v.number % 1000000);
     break;
   case TEXT:
-    if (json && text == NULL)
-      fputs (strcmp (v->name, "certs") == 0 ? "\"\"" : "null", fp);
+    if (json && v.text == NULL)
+      fputs (strcmp (var->name, "certs") == 0 ? "\"\"" : "null", fp);
     else if (json)
-      put_json_string (fp, text);
-    else if (text)
-      fputs (text, fp);
+      put_json_string (fp, v.text);
+    else if (v.text)
+      fputs (v.text, fp);
     break;
   case SPECIAL:
     break;
   }
-  free (text);
+  free (v.text);
 }
 
 static void
@@ -355,7 +427,7 @@ put_header (const struct pipe_state *st, const char *name, size_t len,
  * it).
  */
 void
-write_out (const struct pipe_state *st, int status)
+write_out_print (const struct pipe_state *st, int status)
 {
   const char *p = st->opt->write_out, *end;
   const struct var *v;

@@ -3,7 +3,8 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * The easy handle's options: what the request carries, the callbacks,
- * TLS, proxies, timeouts, and the upload's length when it is known.
+ * TLS, proxies, timeouts, and the upload's length when it is known;
+ * and -v's and --trace-ascii's printer (struct trace).
  */
 
 #include <config.h>
@@ -12,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "curlpipe.h"
 #include "pipe.h"
@@ -39,16 +38,6 @@ print_trace (const char *line, void *opaque)
 }
 
 static const struct debug_printer printer = { print_debug, NULL };
-
-/* The connection's socket, for answer_end. */
-static int
-sockopt_cb (void *opaque, curl_socket_t fd, curlsocktype purpose)
-{
-  struct pipe_state *st = opaque;
-
-  st->sock = fd;
-  return CURL_SOCKOPT_OK;
-}
 
 static const char *
 ca_bundle (const struct options *opt)
@@ -149,20 +138,9 @@ set_connection (const struct options *opt, CURL *e)
 static CURLcode
 set_upload_size (struct pipe_state *st, CURL *e)
 {
-  struct stat sb;
-  off_t pos;
-  curl_off_t size = -1;
+  curl_off_t size = upload_length (st);
   CURLcode rc = CURLE_OK;
 
-  /* Where -L's seek_cb goes back to in a regular file. */
-  st->in_start = lseek (st->in.fd, 0, SEEK_CUR);
-  if (st->opt->upload_size >= 0)
-    size = st->opt->upload_size;
-  else if (fstat (st->in.fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
-    pos = lseek (st->in.fd, 0, SEEK_CUR);
-    if (pos >= 0 && pos <= sb.st_size)
-      size = sb.st_size - pos;
-  }
   if (size >= 0 && st->opt->data_binary) {
     SET (CURLOPT_POSTFIELDSIZE_LARGE, size);
   }
@@ -170,31 +148,6 @@ set_upload_size (struct pipe_state *st, CURL *e)
     SET (CURLOPT_INFILESIZE_LARGE, size);
   }
   return rc;
-}
-
-/* -L to a redirect that needs the body again: libcurl asks to go back
- * to its start.  A regular file can; a stream cannot replay what it
- * has given, so the transfer fails with curl's exit status for that
- * (65), unless nothing of it was read yet.
- */
-static int
-seek_cb (void *opaque, curl_off_t offset, int origin)
-{
-  struct pipe_state *st = opaque;
-  struct stat sb;
-
-  if (origin != SEEK_SET || offset != 0)
-    return CURL_SEEKFUNC_CANTSEEK;
-  if (st->sent == 0 && st->held_len == 0)
-    return CURL_SEEKFUNC_OK;
-  if (fstat (st->in.fd, &sb) == 0 && S_ISREG (sb.st_mode) &&
-      lseek (st->in.fd, st->in_start, SEEK_SET) == st->in_start) {
-    st->sent = 0;
-    st->in_eof = false;
-    st->held_off = st->held_len = 0;
-    return CURL_SEEKFUNC_OK;
-  }
-  return CURL_SEEKFUNC_CANTSEEK;
 }
 
 /* --trace-ascii's file; false after recording the failure. */
@@ -205,36 +158,31 @@ open_trace (struct pipe_state *st)
 
   if (name == NULL)
     return true;
-  st->trace_file = strcmp (name, "-") == 0 ? stderr : fopen (name, "we");
-  if (st->trace_file == NULL) {
-    say (st, "--trace-ascii %s: %s", name, strerror (errno));
+  st->trace.file = strcmp (name, "-") == 0 ? stderr : fopen (name, "we");
+  if (st->trace.file == NULL) {
+    failure_report (st, "--trace-ascii %s: %s", name, strerror (errno));
     return false;
   }
-  st->trace_printer = (struct debug_printer) { print_trace, st->trace_file };
+  st->trace.printer = (struct debug_printer) { print_trace, st->trace.file };
   return true;
 }
 
-/* Options of the transfer; false after reporting a failure. */
-bool
-setup (struct pipe_state *st, struct curl_slist **headers)
+/* What the request is and carries: URL, method, headers, the body's
+ * and the answer's callbacks, credentials, Referer and User-Agent.
+ */
+static CURLcode
+set_request (struct pipe_state *st, CURL *e, struct curl_slist *headers)
 {
   const struct options *opt = st->opt;
-  CURL *e = st->easy;
   CURLcode rc = CURLE_OK;
 
-  if (!request_headers (opt, headers)) {
-    say (st, "out of memory");
-    return false;
-  }
-  if (!open_trace (st))
-    return false;
-
   SET (CURLOPT_URL, opt->url);
-  SET (CURLOPT_ERRORBUFFER, st->errbuf);
+  SET (CURLOPT_ERRORBUFFER, failure_curl_buffer (st));
   SET (CURLOPT_NOSIGNAL, 1L);
-  /* --data-binary: a real POST (its body from read_cb, chunked when
-   * its length is unknown), which -L turns into a GET without a body on
-   * 301, 302 and 303, as curl does; a PUT, or -X's method, stays.
+  /* --data-binary: a real POST (its body from upload_read_cb, chunked
+   * when its length is unknown), which -L turns into a GET without a
+   * body on 301, 302 and 303, as curl does; a PUT, or -X's method,
+   * stays.
    */
   if (opt->data_binary) {
     SET (CURLOPT_POST, 1L);
@@ -244,10 +192,10 @@ setup (struct pipe_state *st, struct curl_slist **headers)
   }
   if (opt->method)
     SET (CURLOPT_CUSTOMREQUEST, opt->method);
-  SET (CURLOPT_HTTPHEADER, *headers);
-  SET (CURLOPT_READFUNCTION, read_cb);
+  SET (CURLOPT_HTTPHEADER, headers);
+  SET (CURLOPT_READFUNCTION, upload_read_cb);
   SET (CURLOPT_READDATA, st);
-  SET (CURLOPT_WRITEFUNCTION, write_cb);
+  SET (CURLOPT_WRITEFUNCTION, download_write_cb);
   SET (CURLOPT_WRITEDATA, st);
   SET (CURLOPT_UPLOAD_BUFFERSIZE, (long) UPLOAD_BUFFER_SIZE);
   SET (CURLOPT_BUFFERSIZE, (long) DOWNLOAD_BUFFER_SIZE);
@@ -262,35 +210,54 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_REFERER, opt->referer);
   if (opt->autoreferer)
     SET (CURLOPT_AUTOREFERER, 1L);
-  /* -L: a body read from a stream cannot be sent again, so a redirect
-   * that needs it again fails (see seek_cb); credentials stay with the
-   * first host, as in curl.
-   */
+  SET (CURLOPT_USERAGENT, opt->user_agent ? opt->user_agent
+       : "curlpipe/" PACKAGE_VERSION);
+  return rc;
+}
+
+/* -L: a body read from a stream cannot be sent again, so a redirect
+ * that needs it again fails (see upload_seek_cb); credentials stay with
+ * the first host, as in curl.
+ */
+static CURLcode
+set_redirects (struct pipe_state *st, CURL *e)
+{
+  const struct options *opt = st->opt;
+  CURLcode rc = CURLE_OK;
+
   if (opt->follow) {
     SET (CURLOPT_FOLLOWLOCATION, 1L);
     SET (CURLOPT_MAXREDIRS, opt->max_redirs);
-    SET (CURLOPT_SEEKFUNCTION, seek_cb);
+    SET (CURLOPT_SEEKFUNCTION, upload_seek_cb);
     SET (CURLOPT_SEEKDATA, st);
     if (opt->expect100_ms)
       SET (CURLOPT_EXPECT_100_TIMEOUT_MS, opt->expect100_ms);
   }
-  SET (CURLOPT_USERAGENT, opt->user_agent ? opt->user_agent
-       : "curlpipe/" PACKAGE_VERSION);
-  if (rc == CURLE_OK)
-    rc = set_connection (opt, e);
+  return rc;
+}
+
+/* How the exchange goes: its speed, the raw answer and the socket
+ * curlpipe looks at, the HTTP version, the time allowed.
+ */
+static CURLcode
+set_exchange (struct pipe_state *st, CURL *e)
+{
+  const struct options *opt = st->opt;
+  CURLcode rc = CURLE_OK;
+
   if (opt->limit_rate) {
     SET (CURLOPT_MAX_SEND_SPEED_LARGE, opt->limit_rate);
     SET (CURLOPT_MAX_RECV_SPEED_LARGE, opt->limit_rate);
   }
-  SET (CURLOPT_HEADERFUNCTION, header_cb);
+  SET (CURLOPT_HEADERFUNCTION, download_header_cb);
   SET (CURLOPT_HEADERDATA, st);
-  SET (CURLOPT_HTTP_TRANSFER_DECODING, 0L);   /* see take_body */
-  SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
+  SET (CURLOPT_HTTP_TRANSFER_DECODING, 0L);   /* see framing_decode */
+  SET (CURLOPT_SOCKOPTFUNCTION, connection_sockopt_cb);
   SET (CURLOPT_SOCKOPTDATA, st);
   /* HTTP/1.1 unless --http2, also over TLS: over HTTP/2 libcurl 7.88
    * gives no sign that the answer's stream has ended while the upload
    * waits for standard input, so a tunnel whose far end went away would
-   * not end (see answer_over).
+   * not end (see loop.c's answer_over).
    */
   SET (CURLOPT_HTTP_VERSION, opt->http_version != CURL_HTTP_VERSION_NONE
        ? opt->http_version : CURL_HTTP_VERSION_1_1);
@@ -300,19 +267,66 @@ setup (struct pipe_state *st, struct curl_slist **headers)
     SET (CURLOPT_TIMEOUT_MS, opt->max_time_ms);
   if (opt->unix_socket)
     SET (CURLOPT_UNIX_SOCKET_PATH, opt->unix_socket);
-  if (opt->verbose || st->trace_file) {
+  return rc;
+}
+
+/* What is shown of the exchange: -v, --trace-ascii, -w's certificates. */
+static CURLcode
+set_reports (struct pipe_state *st, CURL *e)
+{
+  const struct options *opt = st->opt;
+  CURLcode rc = CURLE_OK;
+
+  if (opt->verbose || st->trace.file) {
     SET (CURLOPT_VERBOSE, 1L);
     SET (CURLOPT_DEBUGFUNCTION, debug_shown);
-    SET (CURLOPT_DEBUGDATA, st->trace_file ? &st->trace_printer : &printer);
+    SET (CURLOPT_DEBUGDATA, st->trace.file ? &st->trace.printer : &printer);
   }
   /* -w's %{certs} and %{num_certs} need libcurl to keep the chain. */
   if (opt->write_out && (strstr (opt->write_out, "certs}") ||
                          strstr (opt->write_out, "%{json}")))
     SET (CURLOPT_CERTINFO, 1L);
+  return rc;
+}
+
+/* --trace-ascii's file, when it is one. */
+void
+easy_options_close (struct pipe_state *st)
+{
+  if (st->trace.file != NULL && st->trace.file != stderr)
+    fclose (st->trace.file);
+  st->trace.file = NULL;
+}
+
+/* The easy handle's options, each group set while the ones before it
+ * succeeded; false after reporting a failure.
+ */
+bool
+easy_options_set (struct pipe_state *st, struct curl_slist **headers)
+{
+  CURL *e = st->easy;
+  CURLcode rc;
+
+  if (!request_headers (st->opt, headers)) {
+    failure_report (st, "out of memory");
+    return false;
+  }
+  if (!open_trace (st))
+    return false;
+
+  rc = set_request (st, e, *headers);
+  if (rc == CURLE_OK)
+    rc = set_redirects (st, e);
+  if (rc == CURLE_OK)
+    rc = set_connection (st->opt, e);
+  if (rc == CURLE_OK)
+    rc = set_exchange (st, e);
+  if (rc == CURLE_OK)
+    rc = set_reports (st, e);
   if (rc == CURLE_OK)
     rc = set_upload_size (st, e);
   if (rc != CURLE_OK) {
-    say (st, "%s: %s", st->url, curl_easy_strerror (rc));
+    failure_report (st, "%s: %s", st->url, curl_easy_strerror (rc));
     return false;
   }
   return true;
