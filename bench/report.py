@@ -1,17 +1,27 @@
 #!/usr/bin/python3
-# Turn bench/run's raw samples into the table, summary.csv, the
-# PASS/FAIL lines for the performance budget and a gnuplot script.
+# Turn bench/run's raw samples (raw.csv) into the table (table.txt and
+# stdout), summary.csv, the PASS/FAIL lines for the performance budget
+# and a gnuplot script for ratios.png.  What it shares with
+# bench/wan-report.py (reading the samples, medians, the cells of the
+# table, the PASS/FAIL targets, writing the files) is in
+# bench/reportlib.py; its scenarios, columns and targets are here.
 #
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 #
 # Exit status: 0 every target measured passed, 1 some target failed.
 
 import argparse
-import csv
 import math
 import os
-import statistics
 import sys
+
+# reportlib sits beside this script; no __pycache__ in the tree.
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from reportlib import (  # noqa: E402
+    COLORS, Targets, add_sample, csv_ratio, emit, fmt_ratio, gp_tics,
+    meta_lines, parse_labels, read_rows, remove_stale, status_note,
+    summarize, write_csv, write_lines)
 
 # id, unit, description.  Unit "s" is the client's elapsed time (lower
 # is better; ratios are throughput ratios, reference time / contender
@@ -62,25 +72,15 @@ def main():
     ap.add_argument("--meta")
     ap.add_argument("--label", action="append", default=[])
     a = ap.parse_args()
-    labels = dict(l.split("=", 1) for l in a.label)
+    labels = parse_labels(a.label)
 
     samples = {}     # (scenario, contender) -> [values]
     bad = {}         # (scenario, contender) -> {status: count}
-    with open(a.raw) as f:
-        for row in csv.DictReader(f):
-            k = (row["scenario"], row["contender"])
-            samples.setdefault(k, [])
-            if row["status"] == "ok":
-                samples[k].append(float(row["value"]))
-            else:
-                bad.setdefault(k, {}).setdefault(row["status"], 0)
-                bad[k][row["status"]] += 1
+    for row in read_rows(a.raw):
+        add_sample(samples, bad, (row["scenario"], row["contender"]), row)
 
     def stats(sc, c):
-        v = samples.get((sc, c))
-        if not v:
-            return None
-        return statistics.median(v), min(v), max(v), len(v)
+        return summarize(samples.get((sc, c)))
 
     units = {s[0]: s[1] for s in SCENARIOS}
 
@@ -93,9 +93,7 @@ def main():
             return y[0] / x[0]
         return x[0] / y[0]
 
-    lines = []
-    if a.meta and os.path.exists(a.meta):
-        lines += open(a.meta).read().rstrip("\n").split("\n")
+    lines = meta_lines(a.meta)
     lines.append("")
     lines.append("Ratios: for time and IOPS, the contender's throughput over "
                  "the reference's (>1 = faster);")
@@ -117,11 +115,7 @@ def main():
         for c in present:
             st = stats(sc, c)
             name = labels.get(c, c)
-            note = ""
-            if (sc, c) in bad:
-                note = "  (" + ", ".join(
-                    "%d %s" % (n, s) for s, n in sorted(bad[(sc, c)].items())
-                ) + ")"
+            note = status_note(bad.get((sc, c)))
             if not st:
                 lines.append("%-22s %3d %10s%s" % (name, 0, "no data", note))
                 rows.append([sc, c, unit, 0, "", "", "", "", "", "", ""])
@@ -142,46 +136,35 @@ def main():
             lines.append("%-22s %3d %10s %10s %10s %9s %8s %8s %8s%s" % (
                 name, n, fmt(med), fmt(lo), fmt(hi),
                 "%.1f" % mibs if mibs else "",
-                *["%.2fx" % r if r is not None else "-" for r in rs], note))
+                *[fmt_ratio(r) for r in rs], note))
             rows.append([sc, c, unit, n, "%.4f" % med, "%.4f" % lo,
                          "%.4f" % hi, "%.1f" % mibs if mibs else ""] +
-                        ["%.3f" % r if r is not None else "" for r in rs])
+                        [csv_ratio(r) for r in rs])
 
-    with open(os.path.join(a.out, "summary.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["scenario", "contender", "unit", "n", "median", "min",
-                    "max", "mib_per_s", "ratio_incumbent", "ratio_file",
-                    "ratio_curl_get"])
-        w.writerows(rows)
+    write_csv(os.path.join(a.out, "summary.csv"),
+              ["scenario", "contender", "unit", "n", "median", "min", "max",
+               "mib_per_s", "ratio_incumbent", "ratio_file",
+               "ratio_curl_get"], rows)
 
     # Targets.
     lines.append("")
     lines.append("Targets (the project's performance targets; medians "
                  "unless said):")
-    results = []
-
-    def target(name, value, cmp, limit, fmtv="%.2fx", note=""):
-        if value is None:
-            results.append(("N/A", name, "not measured"))
-            return
-        ok = value >= limit if cmp == ">=" else (
-            value <= limit if cmp == "<=" else value < limit)
-        results.append(("PASS" if ok else "FAIL", name,
-                        (fmtv % value) + " " + cmp + " " +
-                        (fmtv % limit) + note))
+    targets = Targets(unmeasured="N/A")
+    target = targets.check
 
     def plugin_missing(sc):
         return (sc, "plugin") in samples and not samples[(sc, "plugin")]
 
     def perf(sc, ref, limit, name):
         if plugin_missing(sc):
-            results.append(("FAIL", name, "this plugin has no data "
-                            "(broken or failed: see above)"))
+            targets.add("FAIL", name, "this plugin has no data "
+                        "(broken or failed: see above)")
             return
         if (sc, "plugin") not in samples:
             return
         if (sc, ref) not in samples:
-            results.append(("N/A", name, "needs contender %s" % ref))
+            targets.add("N/A", name, "needs contender %s" % ref)
             return
         target(name, ratio(sc, "plugin", ref), ">=", limit)
 
@@ -203,8 +186,8 @@ def main():
         target("HTTP/2 no slower than HTTP/1.1 over TLS", r, ">=", 1.0,
                note=note)
     elif plugin_missing("seq-r-h2") or plugin_missing("seq-r-https"):
-        results.append(("FAIL", "HTTP/2 no slower than HTTP/1.1 over TLS",
-                        "this plugin has no data"))
+        targets.add("FAIL", "HTTP/2 no slower than HTTP/1.1 over TLS",
+                    "this plugin has no data")
     perf("qemu-r-http", "debian", 1.5, "qemu-img convert >= 1.5x incumbent")
     perf("rand-1x64", "debian", 6.0, "random 4k, 1 conn QD64 >= 6x incumbent")
     perf("rand-4x16", "debian", 2.0,
@@ -214,31 +197,26 @@ def main():
         target("connections per copy <= connections=%d (max of rounds)"
                % a.conn_limit, st[2], "<=", a.conn_limit, fmtv="%g")
     elif plugin_missing("conns-r-http"):
-        results.append(("FAIL", "connections per copy", "no data"))
+        targets.add("FAIL", "connections per copy", "no data")
     st = stats("rss-r-http", "plugin")
     if st:
         target("peak RSS < 64 MiB (max of rounds)", st[2], "<", 64.0,
                fmtv="%.1f MiB")
     elif plugin_missing("rss-r-http"):
-        results.append(("FAIL", "peak RSS", "no data"))
+        targets.add("FAIL", "peak RSS", "no data")
 
-    for status, name, detail in results:
-        lines.append("%-4s  %-55s %s" % (status, name, detail))
-    npass = sum(1 for r in results if r[0] == "PASS")
-    nfail = sum(1 for r in results if r[0] == "FAIL")
+    lines += targets.lines(55)
+    npass, nfail = targets.count("PASS"), targets.count("FAIL")
     lines.append("targets: %d PASS, %d FAIL, %d N/A" % (
-        npass, nfail, len(results) - npass - nfail))
+        npass, nfail, targets.count("N/A")))
 
-    text = "\n".join(lines) + "\n"
-    sys.stdout.write(text)
-    with open(os.path.join(a.out, "table.txt"), "w") as f:
-        f.write(text)
+    emit(os.path.join(a.out, "table.txt"), lines)
 
-    write_chart(a, labels, stats, ratio, results)
+    write_chart(a, labels, stats, ratio, npass, nfail)
     return 1 if nfail else 0
 
 
-def write_chart(a, labels, stats, ratio, results):
+def write_chart(a, labels, stats, ratio, npass, nfail):
     """ratios.dat and ratios.gp: throughput ratios to the incumbent,
     with the targets; peak RSS and connection counts beside them."""
     rows = []
@@ -263,8 +241,7 @@ def write_chart(a, labels, stats, ratio, results):
 
     gp = os.path.join(a.out, "ratios.gp")
     if not rows and not side:
-        if os.path.exists(gp):
-            os.remove(gp)
+        remove_stale(gp)
         return
 
     def v(x):
@@ -282,8 +259,6 @@ def write_chart(a, labels, stats, ratio, results):
     hi = max(vals + [1.0]) if vals else 2.0
     ylo = 2 ** math.floor(math.log2(lo) - 0.3)
     yhi = 2 ** math.ceil(math.log2(hi) + 0.6)
-    npass = sum(1 for r in results if r[0] == "PASS")
-    nfail = sum(1 for r in results if r[0] == "FAIL")
 
     g = []
     g.append('set terminal pngcairo size 1500,820 font "DejaVu Sans,11"')
@@ -310,8 +285,8 @@ def write_chart(a, labels, stats, ratio, results):
         g.append("set key top left box opaque")
         g.append("set style fill solid 0.85 border -1")
         g.append("set boxwidth 0.26")
-        g.append("set xtics (%s) nomirror" % ", ".join(
-            '"%s" %d' % (t[0], i) for i, t in enumerate(rows)))
+        g.append("set xtics (%s) nomirror" % gp_tics(
+            (t[0], i) for i, t in enumerate(rows)))
         g.append("set bmargin 4")
         g.append(
             'plot "ratios.dat" using ($0-0.28):2 with boxes '
@@ -336,8 +311,6 @@ def write_chart(a, labels, stats, ratio, results):
         g.append("unset label 2")
 
     # Side panels: absolute values with their limits.
-    colors = {"plugin": "#1f77b4", "debian": "#d62728", "file": "#9e9e9e",
-              "curl": "#2ca02c"}
     panels = [("rss-r-http", "peak RSS of nbdkit (MiB)", 64.0, "64 MiB",
                0.5, "%.1f"),
               ("conns-r-http", "TCP connections per copy", a.conn_limit,
@@ -359,13 +332,13 @@ def write_chart(a, labels, stats, ratio, results):
         g.append("set grid ytics")
         g.append("set boxwidth 0.6")
         g.append("set style fill solid 0.85 border -1")
-        g.append("set xtics (%s) nomirror" % ", ".join(
-            '"%s" %d' % (labels.get(p[1], p[1]).replace(" ", "\\n", 1), i)
+        g.append("set xtics (%s) nomirror" % gp_tics(
+            (labels.get(p[1], p[1]).replace(" ", "\\n", 1), i)
             for i, p in enumerate(pts)))
         g.append("set key top right")
         g.append("$%s << EOD" % sc.replace("-", "_"))
         for i, p in enumerate(pts):
-            g.append("%d %g %d" % (i, p[2], int(colors[p[1]][1:], 16)))
+            g.append("%d %g %d" % (i, p[2], int(COLORS[p[1]][1:], 16)))
         g.append("EOD")
         g.append(
             'plot $%s using 1:2:3 with boxes lc rgb variable notitle, '
@@ -376,8 +349,7 @@ def write_chart(a, labels, stats, ratio, results):
         g.append("unset label 3")
     g.append("unset label 2")
     g.append("unset multiplot")
-    with open(gp, "w") as f:
-        f.write("\n".join(g) + "\n")
+    write_lines(gp, g)
 
 
 def provenance(meta):

@@ -1,17 +1,28 @@
 #!/usr/bin/python3
-# bench/wan's report: the tables, wan-summary.csv, the PASS/FAIL lines
-# and gnuplot scripts for wan.png (served exports) and wan-start.png
-# (whole process, nbdkit's start included), from wan.csv.
+# bench/wan's report: the tables (wan-table.txt and stdout),
+# wan-summary.csv, the PASS/FAIL lines and gnuplot scripts for wan.png
+# (served exports) and wan-start.png (whole process, nbdkit's start
+# included), from wan.csv.  What it shares with bench/report.py
+# (reading the samples, medians, the cells of the tables, the PASS/FAIL
+# targets, writing the files) is in bench/reportlib.py; its scenarios,
+# columns and targets are here.
 #
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 #
 # Exit status: 0 every target measured passed, 1 some target failed.
 
 import argparse
-import csv
 import os
 import statistics
 import sys
+
+# reportlib sits beside this script; no __pycache__ in the tree.
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from reportlib import (  # noqa: E402
+    COLORS, Targets, add_sample, csv_ratio, emit, fmt_ratio, gp_tics,
+    meta_lines, parse_labels, read_rows, remove_stale, status_note,
+    summarize, write_csv, write_lines)
 
 ORDER = ["plugin", "plugin-t64", "plugin-nora", "upstream", "upstream-ra",
          "debian", "curl", "aria2c"]
@@ -74,40 +85,33 @@ def main():
     ap.add_argument("--label", action="append", default=[])
     ap.add_argument("--size-mib", type=float, default=0)
     a = ap.parse_args()
-    labels = dict(l.split("=", 1) for l in a.label)
+    labels = parse_labels(a.label)
 
     samples = {}   # (rtt, transport, scenario, contender) -> [values]
     bad = {}       # same key -> {status: n}
     counts = {}    # same key -> {"front": [n], "origin": [n]}
     overhead = {}  # client -> [seconds] (nbdkit null --run CLIENT)
     cells = []
-    with open(a.raw) as f:
-        for row in csv.DictReader(f):
-            if row["scenario"] == "client-overhead":
-                if row["status"] == "ok":
-                    overhead.setdefault(row["contender"], []).append(
-                        float(row["value"]))
-                continue
-            cell = (int(row["rtt"]), row["transport"])
-            if cell not in cells:
-                cells.append(cell)
-            k = cell + (row["scenario"], row["contender"])
-            samples.setdefault(k, [])
-            for col, name in (("front_req", "front"),
-                              ("origin_req", "origin")):
-                if row.get(col):
-                    counts.setdefault(k, {}).setdefault(name, []).append(
-                        int(row[col]))
-            # Bytes the origin sent over bytes the client read.
-            if row.get("origin_bytes") and row.get("read_bytes") and \
-                    int(row["read_bytes"]) > 0:
-                counts.setdefault(k, {}).setdefault("fetched", []).append(
-                    int(row["origin_bytes"]) / int(row["read_bytes"]))
+    for row in read_rows(a.raw):
+        if row["scenario"] == "client-overhead":
             if row["status"] == "ok":
-                samples[k].append(float(row["value"]))
-            else:
-                bad.setdefault(k, {}).setdefault(row["status"], 0)
-                bad[k][row["status"]] += 1
+                overhead.setdefault(row["contender"], []).append(
+                    float(row["value"]))
+            continue
+        cell = (int(row["rtt"]), row["transport"])
+        if cell not in cells:
+            cells.append(cell)
+        k = cell + (row["scenario"], row["contender"])
+        for col, name in (("front_req", "front"), ("origin_req", "origin")):
+            if row.get(col):
+                counts.setdefault(k, {}).setdefault(name, []).append(
+                    int(row[col]))
+        # Bytes the origin sent over bytes the client read.
+        if row.get("origin_bytes") and row.get("read_bytes") and \
+                int(row["read_bytes"]) > 0:
+            counts.setdefault(k, {}).setdefault("fetched", []).append(
+                int(row["origin_bytes"]) / int(row["read_bytes"]))
+        add_sample(samples, bad, k, row)
 
     def key(cell, sc, c):
         # curl and aria2c are timed once per round (under seq, or the
@@ -117,10 +121,7 @@ def main():
         return cell + (sc, c)
 
     def stats(cell, sc, c):
-        v = samples.get(key(cell, sc, c))
-        if not v:
-            return None
-        return statistics.median(v), min(v), max(v), len(v)
+        return summarize(samples.get(key(cell, sc, c)))
 
     def med(cell, sc, c):
         s = stats(cell, sc, c)
@@ -133,15 +134,11 @@ def main():
         return x / y
 
     def ceiling(cell, sc, c):
-        conns, qd = FIO[sc]
-        threads = 64 if c == "plugin-t64" else a.threads
-        return conns * min(threads, qd) * 1000.0 / cell[0]
+        return ceiling_of(cell, sc, c, a.threads)
 
     line_mibs = a.rate_mbit * 1e6 / 8 / 1048576
 
-    lines = []
-    if a.meta and os.path.exists(a.meta):
-        lines += open(a.meta).read().rstrip("\n").split("\n")
+    lines = meta_lines(a.meta)
     lines.append("")
     lines.append("Ratios: the contender's median over the column's median "
                  "(>1 = faster).  /curl is the")
@@ -179,11 +176,7 @@ def main():
                 name = labels.get(c, c)
                 if sc == "qemu" and c in ("curl", "aria2c"):
                     name += " (seq)"
-                note = ""
-                b = bad.get(key(cell, sc, c))
-                if b:
-                    note = "  (" + ", ".join(
-                        "%d %s" % (n, s) for s, n in sorted(b.items())) + ")"
+                note = status_note(bad.get(key(cell, sc, c)))
                 if not st:
                     lines.append("%-24s %2d %9s%s" % (name, 0, "no data",
                                                       note))
@@ -200,16 +193,14 @@ def main():
                 f = "%.0f" if rand else "%.1f"
                 lines.append("%-24s %2d %9s %9s %9s  %s %s%s" % (
                     name, n, f % m, f % lo, f % hi,
-                    " ".join("%7s" % ("%.2fx" % r if r is not None else "-")
-                             for r in rs),
-                    "%7s" % ("%.2fx" % rc if rc is not None else "-"),
-                    note))
+                    " ".join("%7s" % fmt_ratio(r) for r in rs),
+                    "%7s" % fmt_ratio(rc), note))
                 rows.append([cell[0], cell[1], sc, c,
                              "IOPS" if rand else "MiB/s", n,
                              "%.2f" % m, "%.2f" % lo, "%.2f" % hi] +
-                            ["%.3f" % r if r is not None else "" for r in rs] +
-                            ["%.1f" % ceil if ceil else "",
-                             "%.3f" % rc if rc is not None else "", "", ""])
+                            [csv_ratio(r) for r in rs] +
+                            ["%.1f" % ceil if ceil else "", csv_ratio(rc),
+                             "", ""])
         rc_rows = []
         for c in ("plugin", "upstream"):
             r_ = samples.get(cell + ("rss", c))
@@ -236,26 +227,16 @@ def main():
     qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
             rows)
 
-    with open(os.path.join(a.out, "wan-summary.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["rtt_ms", "transport", "scenario", "contender", "unit",
-                    "n", "median", "min", "max", "ratio_curl",
-                    "ratio_aria2c", "ratio_plugin", "ratio_upstream",
-                    "ratio_debian", "ceiling_iops", "ratio_ceiling",
-                    "front_req_median", "origin_req_median"])
-        w.writerows(rows)
+    write_csv(os.path.join(a.out, "wan-summary.csv"),
+              ["rtt_ms", "transport", "scenario", "contender", "unit", "n",
+               "median", "min", "max", "ratio_curl", "ratio_aria2c",
+               "ratio_plugin", "ratio_upstream", "ratio_debian",
+               "ceiling_iops", "ratio_ceiling", "front_req_median",
+               "origin_req_median"], rows)
 
     # Targets.
-    results = []
-
-    def target(name, value, op, limit, fmtv="%.2fx"):
-        if value is None:
-            results.append(("FAIL", name, "not measured"))
-            return
-        ok = {">=": value >= limit, ">": value > limit,
-              "<": value < limit, "<=": value <= limit}[op]
-        results.append(("PASS" if ok else "FAIL", name,
-                        "%s %s %s" % (fmtv % value, op, fmtv % limit)))
+    targets = Targets(unmeasured="FAIL")
+    target = targets.check
 
     for cell in cells:
         cn = "%d ms %s" % cell
@@ -295,16 +276,11 @@ def main():
 
     lines.append("")
     lines.append("Targets (the project's performance targets; medians):")
-    for st, name, detail in results:
-        lines.append("%-4s  %-60s %s" % (st, name, detail))
-    npass = sum(1 for r in results if r[0] == "PASS")
-    nfail = len(results) - npass
+    lines += targets.lines(60)
+    npass, nfail = targets.count("PASS"), targets.count("FAIL")
     lines.append("targets: %d PASS, %d FAIL" % (npass, nfail))
 
-    text = "\n".join(lines) + "\n"
-    sys.stdout.write(text)
-    with open(os.path.join(a.out, "wan-table.txt"), "w") as f:
-        f.write(text)
+    emit(os.path.join(a.out, "wan-table.txt"), lines)
 
     write_chart(a, labels, cells, med, npass, nfail, line_mibs)
     write_start_chart(a, labels, cells, med, npass, nfail)
@@ -376,11 +352,7 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                 name = labels.get(c, c)
                 if sc in CURL_UNDER and c == "curl":
                     name += " (%s)" % CURL_UNDER[sc]
-                note = ""
-                b = bad.get(k)
-                if b:
-                    note = "  (" + ", ".join(
-                        "%d %s" % (n, s_) for s_, n in sorted(b.items())) + ")"
+                note = status_note(bad.get(k))
                 front, origin = cnt(k, "front"), cnt(k, "origin")
                 reqs = "%s, %s" % (fmt_cnt(front), fmt_cnt(origin))
                 if not st:
@@ -408,19 +380,15 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                 lines.append("%-24s %2d %9s %9s %9s %7s %s %7s  %s%s" % (
                     name, n, f % (m * scale), f % (lo * scale),
                     f % (hi * scale), mibs,
-                    " ".join("%7s" % ("%.2fx" % x if x is not None else "-")
-                             for x in rs),
+                    " ".join("%7s" % fmt_ratio(x) for x in rs),
                     "%.2fx" % rc if rc is not None else "", reqs, note))
                 rows.append([cell[0], cell[1], sc, c,
                              "IOPS" if sc == "redir-rand1" else
                              "MiB/s" if served else "s", n,
                              "%.4f" % m, "%.4f" % lo, "%.4f" % hi,
-                             "%.3f" % rs[0] if rs[0] is not None else "",
-                             "", "",
-                             "%.3f" % rs[1] if rs[1] is not None else "",
-                             "%.3f" % rs[2] if rs[2] is not None else "",
-                             "%.1f" % ceil if ceil else "",
-                             "%.3f" % rc if rc is not None else "",
+                             csv_ratio(rs[0]), "", "", csv_ratio(rs[1]),
+                             csv_ratio(rs[2]), "%.1f" % ceil if ceil else "",
+                             csv_ratio(rc),
                              "%g" % front[0] if front else "",
                              "%g" % origin[0] if origin else ""])
 
@@ -444,11 +412,7 @@ def qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
             for c in present:
                 k = key(cell, sc, c)
                 st = stats(cell, sc, c)
-                b = bad.get(k)
-                note = ""
-                if b:
-                    note = "  (" + ", ".join(
-                        "%d %s" % (n, s_) for s_, n in sorted(b.items())) + ")"
+                note = status_note(bad.get(k))
                 name = labels.get(c, c)
                 if not st:
                     lines.append("%-24s %2d %9s%s" % (name, 0, "no data",
@@ -464,16 +428,11 @@ def qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
                 reqs = "%g" % statistics.median(o) if o else "-"
                 lines.append("%-24s %2d %9.2f %9.2f %9.2f  %s  %s, %s%s" % (
                     name, n, m, lo, hi,
-                    " ".join("%7s" % ("%.2fx" % r if r is not None else "-")
-                             for r in rs[:2]) +
-                    " %9s" % ("%.2fx" % rs[2] if rs[2] is not None else "-") +
-                    " %7s" % ("%.2fx" % rs[3] if rs[3] is not None else "-"),
+                    "%7s %7s %9s %7s" % tuple(fmt_ratio(r) for r in rs),
                     waste, reqs, note))
                 rows.append([cell[0], cell[1], sc, c, "MiB/s", n,
                              "%.2f" % m, "%.2f" % lo, "%.2f" % hi,
-                             "%.3f" % rs[0] if rs[0] is not None else "",
-                             "", "",
-                             "%.3f" % rs[1] if rs[1] is not None else "",
+                             csv_ratio(rs[0]), "", "", csv_ratio(rs[1]),
                              "", "", "", "",
                              reqs if o else ""])
             if key(cell, sc, "curl") in samples:
@@ -587,16 +546,32 @@ def start_targets(a, cells, samples, counts, key, med, target):
                 a.conn_limit, fmtv="%g")
 
 
+def rtt_axis(cells):
+    """The transports, in the order first seen, and the RTTs, sorted."""
+    transports = []
+    for c in cells:
+        if c[1] not in transports:
+            transports.append(c[1])
+    return transports, sorted(set(c[0] for c in cells))
+
+
+def write_series(path, series, vfmt):
+    """A gnuplot data file, one block per (scenario, contender,
+    transport, [(rtt, value)]) series, its index in a comment."""
+    with open(path, "w") as f:
+        for i, (sc, c, t, pts) in enumerate(series):
+            f.write("# %d %s %s %s\n" % (i, sc, c, t))
+            for r, v in pts:
+                f.write(("%d " + vfmt + "\n") % (r, v))
+            f.write("\n\n")
+
+
 def write_start_chart(a, labels, cells, med, npass, nfail):
     """wan-start.dat and wan-start.gp: the whole-process rows against RTT,
     direct (solid) and through the redirect (dashed), one panel each for
     the first read, nbdcopy and qemu-img."""
     gp = os.path.join(a.out, "wan-start.gp")
-    transports = []
-    for c in cells:
-        if c[1] not in transports:
-            transports.append(c[1])
-    rtts = sorted(set(c[0] for c in cells))
+    transports, rtts = rtt_axis(cells)
     series = []   # (panel, scenario, contender, transport, [(rtt, v)])
     panels = (("first", ("first", "redir-first"), 1000.0),
               ("nbdcopy", ("whole-nbdcopy", "redir-nbdcopy"), 1.0),
@@ -612,17 +587,10 @@ def write_start_chart(a, labels, cells, med, npass, nfail):
                     if pts:
                         series.append((panel, sc, c, t, pts))
     if not series:
-        if os.path.exists(gp):
-            os.remove(gp)
+        remove_stale(gp)
         return
-    with open(os.path.join(a.out, "wan-start.dat"), "w") as f:
-        for i, (panel, sc, c, t, pts) in enumerate(series):
-            f.write("# %d %s %s %s\n" % (i, sc, c, t))
-            for r, v in pts:
-                f.write("%d %.4f\n" % (r, v))
-            f.write("\n\n")
-    colors = {"plugin": "#1f77b4", "upstream": "#ff7f0e",
-              "debian": "#d62728", "curl": "#2ca02c"}
+    write_series(os.path.join(a.out, "wan-start.dat"),
+                 [s[1:] for s in series], "%.4f")
     points = {"http": 7, "https": 5, "https1": 9}
     g = ['set terminal pngcairo size 1800,620 font "DejaVu Sans,11"',
          'set output "wan-start.png"',
@@ -633,7 +601,7 @@ def write_start_chart(a, labels, cells, med, npass, nfail):
          "set grid",
          'set xlabel "RTT (ms)"',
          "set logscale y 2",
-         "set xtics (%s)" % ", ".join('"%d" %d' % (r, r) for r in rtts),
+         "set xtics (%s)" % gp_tics((r, r) for r in rtts),
          "set xrange [%g:%g]" % (min(rtts) * 0.8 - 5, max(rtts) * 1.1 + 5),
          "set key top left font \",8\""]
     titles = {"first": ("first 4 KiB read (curl -r 0-4095)", "ms"),
@@ -649,7 +617,7 @@ def write_start_chart(a, labels, cells, med, npass, nfail):
                          'linespoints lw 2 pt %d dt %d lc rgb "%s" '
                          'title "%s, %s%s"' % (
                              i, points.get(t, 7), 2 if redir else 1,
-                             colors[c], labels.get(c, c), t,
+                             COLORS[c], labels.get(c, c), t,
                              ", redirect" if redir else ""))
         if not parts:
             continue
@@ -657,19 +625,14 @@ def write_start_chart(a, labels, cells, med, npass, nfail):
         g.append('set ylabel "%s (median)"' % titles[panel][1])
         g.append("plot " + ", \\\n  ".join(parts))
     g.append("unset multiplot")
-    with open(gp, "w") as f:
-        f.write("\n".join(g) + "\n")
+    write_lines(gp, g)
 
 
 def write_chart(a, labels, cells, med, npass, nfail, line_mibs):
     """wan.dat and wan.gp: MiB/s against RTT, one line per contender and
     transport, seq and qemu side by side."""
     gp = os.path.join(a.out, "wan.gp")
-    transports = []
-    for c in cells:
-        if c[1] not in transports:
-            transports.append(c[1])
-    rtts = sorted(set(c[0] for c in cells))
+    transports, rtts = rtt_axis(cells)
     series = []   # (scenario, contender, transport, [(rtt, v)])
     for sc in ("seq", "qemu"):
         for c in ["plugin", "upstream", "debian", "curl", "aria2c"]:
@@ -682,17 +645,9 @@ def write_chart(a, labels, cells, med, npass, nfail, line_mibs):
                 if pts:
                     series.append((sc, c, t, pts))
     if not series:
-        if os.path.exists(gp):
-            os.remove(gp)
+        remove_stale(gp)
         return
-    with open(os.path.join(a.out, "wan.dat"), "w") as f:
-        for i, (sc, c, t, pts) in enumerate(series):
-            f.write("# %d %s %s %s\n" % (i, sc, c, t))
-            for r, v in pts:
-                f.write("%d %.3f\n" % (r, v))
-            f.write("\n\n")
-    colors = {"plugin": "#1f77b4", "upstream": "#ff7f0e",
-              "debian": "#d62728", "curl": "#2ca02c", "aria2c": "#9467bd"}
+    write_series(os.path.join(a.out, "wan.dat"), series, "%.3f")
     dashes = {"http": 1, "https": 2, "https1": 3}
     g = ['set terminal pngcairo size 1400,620 font "DejaVu Sans,11"',
          'set output "wan.png"',
@@ -703,7 +658,7 @@ def write_chart(a, labels, cells, med, npass, nfail, line_mibs):
          'set xlabel "RTT (ms)"',
          'set ylabel "MiB/s (median)"',
          "set logscale y 2",
-         "set xtics (%s)" % ", ".join('"%d" %d' % (r, r) for r in rtts),
+         "set xtics (%s)" % gp_tics((r, r) for r in rtts),
          "set xrange [%g:%g]" % (min(rtts) * 0.8 - 5, max(rtts) * 1.1 + 5),
          "set key bottom left font \",9\""]
     for sc, title in (("seq", "nbdcopy (curl, aria2c: one download)"),
@@ -716,14 +671,13 @@ def write_chart(a, labels, cells, med, npass, nfail, line_mibs):
                 continue
             parts.append('"wan.dat" index %d using 1:2 with linespoints '
                          'lw 2 pt 7 dt %d lc rgb "%s" title "%s, %s"' % (
-                             i, dashes.get(t, 1), colors[c],
+                             i, dashes.get(t, 1), COLORS[c],
                              labels.get(c, c), t))
         parts.append('%g with lines lc rgb "black" dt 3 title "link rate"'
                      % line_mibs)
         g.append("plot " + ", \\\n  ".join(parts))
     g.append("unset multiplot")
-    with open(gp, "w") as f:
-        f.write("\n".join(g) + "\n")
+    write_lines(gp, g)
 
 
 if __name__ == "__main__":
