@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# tests/fault-server.py: an HTTP/1.1 server that misbehaves on demand.
+# helpers/fault-server.py: an HTTP/1.1 server that misbehaves on demand.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 #
 # Real servers (nginx, Apache) cover the normal cases; this one makes the

@@ -3,7 +3,7 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * The byte pattern curlpipe's tests and benchmark stream and check, in
- * one place for tests/stream-server.c and bench/pipe-driver.c: byte i
+ * one place for stream-server.c and pipe-driver.c: byte i
  * (from 0) of a stream is
  *
  *   (i * 7 + i / 65536) & 0xff

@@ -27,7 +27,7 @@
  * (all modes but bulk without --echo) is checked against the pattern;
  * a mismatch prints its offset and exits 1.
  *
- * The pattern is tests/pattern.h's, shared with tests/stream-server.c:
+ * The pattern is pattern.h's, shared with stream-server.c:
  * byte i of a stream is (i * 7 + i / 65536) & 0xff.
  *
  * Linux only: the command's CPU time and context switches come from
@@ -57,7 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../tests/pattern.h"
+#include "pattern.h"
 
 #define READ_SIZE (256 * 1024)
 #define MAX_WRITE (64 * 1024)

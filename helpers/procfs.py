@@ -1,8 +1,9 @@
-# tests/procfs.py: what the curlpipe tests written in Python ask of
+# helpers/procfs.py: what the curlpipe tests written in Python ask of
 # /proc about a process they started.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 #
-# The tests run their Python with PYTHONPATH=$abs_srcdir and import it.
+# The tests run their Python with PYTHONPATH=$helpers_srcdir
+# (tests/functions.sh) and import it.
 
 import os
 import time

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# tests/raw-server.py: a raw-socket HTTP/1.1 server for curlpipe's tests,
+# helpers/raw-server.py: a raw-socket HTTP/1.1 server for curlpipe's tests,
 # whose answers are written byte for byte (framing that a real server
 # would not send).  Standard library only.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.

@@ -40,7 +40,7 @@
  *   anything else 404
  *
  * The byte pattern /sink checks is in pattern.h, which
- * bench/pipe-driver.c shares.
+ * pipe-driver.c shares.
  */
 
 #define _POSIX_C_SOURCE 200809L

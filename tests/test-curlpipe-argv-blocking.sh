@@ -16,7 +16,7 @@ requires_curlpipe
 
 start_stream_server
 
-PYTHONPATH=$abs_srcdir timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" \
+PYTHONPATH=$helpers_srcdir timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" \
   "127.0.0.1:$stream_port" "$tmp" <<'PYEOF'
 import base64, os, subprocess, sys, time
 from procfs import wait_connected

@@ -14,7 +14,7 @@ source "${srcdir:-$(dirname "$0")}/functions.sh"
 requires_curlpipe
 [ -r /proc/self/cmdline ] || skip "no /proc"
 
-PYTHONPATH=$abs_srcdir timeout "$client_timeout" "$PYTHON" - \
+PYTHONPATH=$helpers_srcdir timeout "$client_timeout" "$PYTHON" - \
   "$CURLPIPE" <<'PYEOF'
 import base64, os, socket, subprocess, sys, time
 from procfs import wait_connected

@@ -55,7 +55,7 @@ PYEOF
 # Killed by a signal while standard input (a pipe whose writer stays
 # silent) and standard output (a pipe) are both pipes the test holds
 # too: the flags of the test's own descriptors are those of curlpipe's.
-PYTHONPATH=$abs_srcdir timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" \
+PYTHONPATH=$helpers_srcdir timeout "$client_timeout" "$PYTHON" - "$CURLPIPE" \
   "$url" <<'PYEOF' ||
 import fcntl, os, signal, subprocess, sys, time
 from procfs import has_socket
