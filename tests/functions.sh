@@ -1,7 +1,7 @@
 # tests/functions.sh: the parts every test shares.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 #
-# Sourced (never run) by tests/test-*.sh, which use `set -e`.  On sourcing
+# Sourced (never run) by the tests in tests/*/, which use `set -e`.  On sourcing
 # it makes a private temporary directory $tmp and installs a trap that, on
 # any exit, stops every process the test started (by the PID it recorded,
 # never by name), fails the test if a sanitizer wrote a report, prints the
@@ -14,9 +14,10 @@
 # Exit status 77 means SKIP: only for a missing tool.  CI installs every
 # tool, so CI skips nothing.
 
-# make check exports these (tests/Makefile.am).  The defaults let a test
-# run by hand from an in-tree build: cd tests && ./test-curl-info.sh
-: "${srcdir:=$(dirname "$0")}"
+# make check exports these (tests/Makefile.am); srcdir is tests/, the
+# folder of this file.  The defaults let a test run by hand from an
+# in-tree build: cd tests && ./plugin/test-curl-info.sh
+: "${srcdir:=$(dirname "$0")/..}"
 abs_srcdir=$(cd "$srcdir" && pwd)
 : "${abs_top_srcdir:=$(cd "$abs_srcdir/.." && pwd)}"
 : "${abs_top_builddir:=$abs_top_srcdir}"

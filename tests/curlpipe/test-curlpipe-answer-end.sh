@@ -16,11 +16,11 @@
 #    written and the exit status is 0, as with `curl -T -`, not 55
 #    (send failure) because the rest of the upload could not be sent;
 #    and the answer is read before the reset can discard the connection.
-# The answers come byte for byte from tests/raw-server.py.
+# The answers come byte for byte from helpers/raw-server.py.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_curlpipe
 
 start_raw_server

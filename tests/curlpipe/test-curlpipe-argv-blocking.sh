@@ -9,7 +9,7 @@
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_curlpipe
 [ -r /proc/self/syscall ] || skip "no /proc/PID/syscall"
 [ "$(uname -m)" = x86_64 ] || skip "system call numbers are x86_64's"

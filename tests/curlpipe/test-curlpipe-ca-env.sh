@@ -7,7 +7,7 @@
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_curlpipe
 
 unset CURL_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR

@@ -7,12 +7,12 @@
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_curlpipe
 
 start_stream_server
 base=http://127.0.0.1:$stream_port
-# The sink's pattern (tests/pattern.h): byte i is (i * 7 + i / 65536).
+# The sink's pattern (helpers/pattern.h): byte i is (i * 7 + i / 65536).
 "$PYTHON" -c '
 import sys
 sys.stdout.buffer.write(bytes((i * 7 + i // 65536) & 0xff

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test-curl-far-valgrind.sh: the spare connections opened during the
-# probe for a far server (bench/linkem, 30 ms, between the plugin and
+# probe for a far server (helpers/linkem, 30 ms, between the plugin and
 # the server) under valgrind: no memory errors and no definite leaks in
 # nbdkit
 #  (a) when a copy starts at once and takes the spares (the copy is
@@ -10,7 +10,7 @@
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_plugin
 requires_valgrind
 requires nbdcopy

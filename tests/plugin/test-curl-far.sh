@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test-curl-far.sh: a server 30 ms away (bench/linkem between the plugin
+# test-curl-far.sh: a server 30 ms away (helpers/linkem between the plugin
 # and nginx) gets the pool's other connections opened while the start-up
 # probe waits for its answer, by TCP alone (no request), and never more
 # than connections= of them; a server on loopback gets none kept.  nginx
@@ -40,7 +40,7 @@
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_plugin
 requires nbdcopy
 requires nbdinfo

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test-curl-readahead-far.sh: read-ahead works for a server far away
-# (300 ms round trip: bench/linkem between the plugin and nginx).
+# (300 ms round trip: helpers/linkem between the plugin and nginx).
 # While a GET runs, the plugin asks the read-ahead segment's sink every
 # 200 ms (from libcurl's progress callback) whether to go on, with a
 # call that carries no bytes.  That call must not change what the
@@ -24,7 +24,7 @@
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_plugin
 requires_nbdsh
 requires nginx

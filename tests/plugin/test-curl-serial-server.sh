@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # test-curl-serial-server.sh: a server that serves one connection at a
-# time and closes each after one answer (tests/fault-server.py serial,
+# time and closes each after one answer (helpers/fault-server.py serial,
 # as a simple single-threaded server does).  The spare connections must
 # not come before the probe's in its queue, nor be taken in another
 # order than it accepts them:
 #  (a) on loopback: nbdinfo --size answers, and a copy is byte-exact;
-#  (b) 30 ms away (bench/linkem), where the spares are kept: the same,
+#  (b) 30 ms away (helpers/linkem), where the spares are kept: the same,
 #      and reads one at a time (a client that keeps one read in flight)
 #      are byte-exact.
 # Before the spares opened once the probe's connection was up, the
@@ -14,7 +14,7 @@
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_plugin
 requires nbdcopy
 requires nbdinfo

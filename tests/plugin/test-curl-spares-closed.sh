@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test-curl-spares-closed.sh: a server that closes a connection when its
-# first request comes late (tests/fault-server.py drop-idle-first: more
+# first request comes late (helpers/fault-server.py drop-idle-first: more
 # than 0.2 s after it was accepted, unanswered, with a reset), 30 ms away
-# (bench/linkem), so that every spare connection opened during the probe
+# (helpers/linkem), so that every spare connection opened during the probe
 # fails its first request as if the server's close had crossed it.
 # With retries=0, a copy a second after start-up must still be
 # byte-exact: each such request is asked again at once on a new
@@ -12,7 +12,7 @@
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_plugin
 requires nbdcopy
 

@@ -4,7 +4,7 @@
 # descriptors (ulimit -n):
 #  (a) connections=64 on loopback: start-up succeeds and nbdinfo gets the
 #      size (the spares took at most half, and were closed after it);
-#  (b) the default connections=16, 30 ms away (bench/linkem), where the
+#  (b) the default connections=16, 30 ms away (helpers/linkem), where the
 #      spares are kept: fewer than 15 were opened, and a copy is
 #      byte-exact.
 # Before the limit, 63 spares used up the descriptors: nbdkit failed at
@@ -12,7 +12,7 @@
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_plugin
 requires nbdcopy
 requires nbdinfo

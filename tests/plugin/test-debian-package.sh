@@ -21,7 +21,7 @@
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 
 pkg=nbdkit-curl-plugin-ng
 [ "$(id -u)" -eq 0 ] || skip "installing a package needs root"

@@ -3,7 +3,7 @@
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
-source "${srcdir:-$(dirname "$0")}/functions.sh"
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 
 script=$abs_top_srcdir/scripts/check-style
 [ -f "$script" ] || skip "scripts/check-style does not exist yet"
