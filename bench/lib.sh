@@ -1,5 +1,6 @@
-# Helpers shared by bench/run and bench/wan (sourced, not run).  The
-# caller defines log () and die () and, before make_cert, $tmp.
+# Shell functions the bench scripts share (sourced, not run).  The
+# caller defines die () and, for make_image and make_cert, log () and
+# $tmp.
 #
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
@@ -76,4 +77,34 @@ plugin_connections ()
 {
   nbdkit "$1" --help 2>/dev/null |
     sed -n 's/^connections=.*(default \([0-9]*\)).*/\1/p' | head -1
+}
+
+# use_helpers NAME...: the programs of helpers/ a benchmark starts
+# (linkem, stream-server, relay, pipe-driver, first-read) are built by
+# make with the rest of the project, under its warnings; no bench script
+# compiles them.  They are taken from BUILDDIR/helpers/ (BUILDDIR as in
+# scripts/build: relative to the top of the tree, default build).  Sets
+# $helpers to that directory, or dies naming the command that builds
+# what is missing.
+use_helpers ()
+{
+  local top dir name note= missing=()
+  top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  dir=${BUILDDIR:-build}
+  case "$dir" in
+    /*) ;;
+    *) dir=$top/$dir ;;
+  esac
+  for name in "$@"; do
+    [ -x "$dir/helpers/$name" ] || missing+=("$name")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    case " ${missing[*]} " in
+      *" first-read "*)
+        note=" (first-read only when configure finds libnbd-dev)" ;;
+    esac
+    die "not built: ${missing[*]} (in $dir/helpers); build with:" \
+        "cd $top && BUILDDIR=${BUILDDIR:-build} bash scripts/build$note"
+  fi
+  helpers=$dir/helpers
 }

@@ -1,7 +1,7 @@
 # tests/functions.sh: the parts every test shares.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 #
-# Sourced (never run) by tests/test-*.sh, which use `set -e`.  On sourcing
+# Sourced (never run) by the tests in tests/*/, which use `set -e`.  On sourcing
 # it makes a private temporary directory $tmp and installs a trap that, on
 # any exit, stops every process the test started (by the PID it recorded,
 # never by name), fails the test if a sanitizer wrote a report, prints the
@@ -14,14 +14,19 @@
 # Exit status 77 means SKIP: only for a missing tool.  CI installs every
 # tool, so CI skips nothing.
 
-# make check exports these (tests/Makefile.am).  The defaults let a test
-# run by hand from an in-tree build: cd tests && ./test-curl-info.sh
-: "${srcdir:=$(dirname "$0")}"
+# make check exports these (tests/Makefile.am); srcdir is tests/, the
+# folder of this file.  The defaults let a test run by hand from an
+# in-tree build: cd tests && ./plugin/test-curl-info.sh
+: "${srcdir:=$(dirname "$0")/..}"
 abs_srcdir=$(cd "$srcdir" && pwd)
 : "${abs_top_srcdir:=$(cd "$abs_srcdir/.." && pwd)}"
 : "${abs_top_builddir:=$abs_top_srcdir}"
 : "${PLUGIN:=$abs_top_builddir/plugins/curl/.libs/nbdkit-curl-plugin.so}"
 : "${CURLPIPE:=$abs_top_builddir/curlpipe/curlpipe}"
+# The servers and link emulator the tests start (helpers/): the Python
+# ones run from the source tree, the C ones are built by make.
+helpers_srcdir=$abs_top_srcdir/helpers
+helpers_builddir=$abs_top_builddir/helpers
 : "${ASAN_RUNTIME:=}"
 export LC_ALL=C
 
@@ -412,6 +417,17 @@ else
   # "env" so that the array never names the shell function below.
   NBDKIT=(env nbdkit)
 fi
+# The C helpers are built with the same sanitizers (linked in, nothing
+# to preload): HELPER_ENV sends their reports to $tmp too, so that a
+# fault in a test's server fails the test like one in nbdkit.
+if [ -n "${TSAN_RUNTIME:-}" ]; then
+  HELPER_ENV=(env "TSAN_OPTIONS=halt_on_error=1:log_path=$tmp/tsan")
+elif [ -n "$ASAN_RUNTIME" ]; then
+  HELPER_ENV=(env "ASAN_OPTIONS=abort_on_error=1:log_path=$tmp/asan"
+              "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$tmp/ubsan")
+else
+  HELPER_ENV=(env)
+fi
 
 nbdkit ()
 {
@@ -709,14 +725,14 @@ EOF
 }
 
 # ----------------------------------------------------------------------
-# The fault server (tests/fault-server.py): serves FILE at every path on
+# The fault server (helpers/fault-server.py): serves FILE at every path on
 # $fault_port, one log line per request in $tmp/fault.log.
 #   start_fault_server MODE FILE
 start_fault_server ()
 {
   local mode=$1 file=$2
   rm -f "$tmp/fault.port"
-  "$PYTHON" "$abs_srcdir/fault-server.py" --mode "$mode" --file "$file" \
+  "$PYTHON" "$helpers_srcdir/fault-server.py" --mode "$mode" --file "$file" \
             --log "$tmp/fault.log" --port-file "$tmp/fault.port" \
             </dev/null >"$tmp/fault.out" 2>&1 &
   fault_pid=$!
@@ -742,14 +758,14 @@ await_port_file ()
 }
 
 # ----------------------------------------------------------------------
-# The raw server (tests/raw-server.py): answers written byte for byte,
+# The raw server (helpers/raw-server.py): answers written byte for byte,
 # chosen by the request's path (the list is at the top of the script),
 # on $raw_port; one log line per request in $tmp/raw.log.  It exits by
 # itself after a minute.
 start_raw_server ()
 {
   rm -f "$tmp/raw.port"
-  "$PYTHON" "$abs_srcdir/raw-server.py" --port-file "$tmp/raw.port" \
+  "$PYTHON" "$helpers_srcdir/raw-server.py" --port-file "$tmp/raw.port" \
             --log "$tmp/raw.log" </dev/null >"$tmp/raw.out" 2>&1 &
   raw_pid=$!
   await_port_file "$raw_pid" "$tmp/raw.port" "$tmp/raw.out" "raw server"
@@ -757,7 +773,7 @@ start_raw_server ()
 }
 
 # ----------------------------------------------------------------------
-# The streaming server (tests/stream-server.c, built by make check) on
+# The streaming server (helpers/stream-server.c, built by make) on
 # $stream_port: /echo sends each piece of a request body back as it
 # arrives, /sink checks a byte pattern, /status/NNN answers NNN,
 # /headers answers with the request's headers, /tcp/PORT tunnels to a
@@ -765,10 +781,10 @@ start_raw_server ()
 # one log line per request in $tmp/stream.log.
 start_stream_server ()
 {
-  local server=$abs_top_builddir/tests/stream-server
+  local server=$helpers_builddir/stream-server
   [ -x "$server" ] || fail "stream-server not built: $server"
   rm -f "$tmp/stream.port"
-  "$server" --port-file "$tmp/stream.port" --log "$tmp/stream.log" \
+  "${HELPER_ENV[@]}" "$server" --port-file "$tmp/stream.port" --log "$tmp/stream.log" \
             </dev/null >"$tmp/stream.out" 2>&1 &
   stream_pid=$!
   await_port_file "$stream_pid" "$tmp/stream.port" "$tmp/stream.out" \
@@ -777,7 +793,7 @@ start_stream_server ()
 }
 
 # ----------------------------------------------------------------------
-# linkem (bench/linkem.c, built by make check): a wide-area link between
+# linkem (helpers/linkem.c, built by make): a wide-area link between
 # the plugin and a loopback server, RTT_MS long (half each way, and one
 # round trip more before a connection's first bytes), on $linkem_port,
 # its PID in $linkem_pid; one line per closed connection goes to
@@ -785,11 +801,11 @@ start_stream_server ()
 #   start_linkem TARGET_PORT RTT_MS [MORE LINKEM ARGS]
 start_linkem ()
 {
-  local linkem=$abs_top_builddir/tests/linkem target=$1 rtt=$2
+  local linkem=$helpers_builddir/linkem target=$1 rtt=$2
   shift 2
   [ -x "$linkem" ] || fail "linkem not built: $linkem"
   rm -f "$tmp/linkem.port"
-  "$linkem" -v --rtt "$rtt" --port-file "$tmp/linkem.port" "$@" \
+  "${HELPER_ENV[@]}" "$linkem" -v --rtt "$rtt" --port-file "$tmp/linkem.port" "$@" \
             0 127.0.0.1 "$target" </dev/null >>"$tmp/linkem.log" 2>&1 &
   linkem_pid=$!
   await_port_file "$linkem_pid" "$tmp/linkem.port" "$tmp/linkem.log" linkem

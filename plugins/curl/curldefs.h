@@ -16,7 +16,7 @@
 #include <curl/curl.h>
 
 /* verdict.c: is an answer the one asked for (its own header, so that
- * tests/test-verdict.c can use it alone).
+ * tests/unit/test-verdict.c can use it alone).
  */
 #include "verdict.h"
 

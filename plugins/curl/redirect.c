@@ -6,7 +6,7 @@
  * user's secrets, the target that the chain from url= was found to end
  * at, and when that target expires.  route.c follows the hops and asks
  * here; nothing here does I/O or reads the plugin's parameters (the
- * rules come in struct redirect_rules), so tests/test-redirect.c can
+ * rules come in struct redirect_rules), so tests/unit/test-redirect.c can
  * try it without a server.
  *
  * The target is remembered so that reads go straight to it, on

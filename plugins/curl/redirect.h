@@ -4,7 +4,7 @@
  *
  * Redirects (redirect.c): the rules for a hop, the origins that see the
  * user's secrets, and the remembered target of url='s redirect chain.
- * Its own header, like verdict.h, so that tests/test-redirect.c can use
+ * Its own header, like verdict.h, so that tests/unit/test-redirect.c can use
  * it alone.
  */
 

@@ -7,7 +7,7 @@
  * asked for, and if not, what to do about it.  callbacks.c gathers the
  * facts as libcurl hands them over (into struct answer, with answer.c's
  * functions) and acts on the verdict; nothing here does I/O or reads the
- * plugin's globals, so tests/test-verdict.c can feed it answers without
+ * plugin's globals, so tests/unit/test-verdict.c can feed it answers without
  * a server.
  */
 

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# test-curl-url-script.sh: url-script prints the URL to use, for
+# presigned URLs that expire.  nginx checks signed links with its
+# secure_link module (403 for a bad signature, 410 once the time in
+# Expires has passed); the script signs them with openssl.
+#  (a) No url=: the script's URL is used, byte-exact, and its query (a
+#      secret) appears in none of nbdkit's messages.
+#  (b) The URL expires every 4 s: reads spread over 10 s all succeed,
+#      the script ran again before each expiry (a few runs, not one per
+#      read), and nginx never answered 410.
+#  (c) The first URL the script prints is refused (403): it is run
+#      again at once and nbdkit starts with the new URL.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
+requires_plugin
+requires_nbdsh
+requires openssl
+requires_secure_link
+
+secret=us-$RANDOM$RANDOM
+start_signed_nginx "$secret"
+image=$tmp/nginx-signed/www/disk.img
+make_random_file "$image" $((2 * 1024 * 1024 + 77))
+
+# The signing script: a link for now + LIFE seconds; BAD=N makes the
+# first N runs sign with a wrong secret.  Each run is counted in
+# $tmp/runs.
+cat >"$tmp/sign.sh" <<EOF
+#!/bin/sh
+echo run >>"$tmp/runs"
+runs=\$(wc -l <"$tmp/runs")
+key=$secret
+[ "\$runs" -gt "\${BAD:-0}" ] || key=wrong
+exp=\$((\$(date +%s) + \${LIFE:-3600}))
+sig=\$(printf '%s' "\$exp/disk.img \$key" | openssl md5 -binary |
+      openssl base64 | tr +/ -_ | tr -d =)
+echo "http://127.0.0.1:$signed_port/disk.img?Expires=\$exp&md5=\$sig"
+EOF
+chmod +x "$tmp/sign.sh"
+
+# (a)
+: >"$tmp/runs"
+start_nbdkit a -r "$PLUGIN" "url-script=$tmp/sign.sh"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+stop_nbdkit a
+assert_same_file "$image" "$tmp/out.img"
+grep -q 'md5=' "$tmp/nginx-signed.log" || fail "(a) no signed request"
+if grep -q 'md5=' "$tmp/a.err"; then
+  fail "(a) the URL's query appears in nbdkit's messages"
+fi
+
+# (b)
+: >"$tmp/runs"
+: >"$tmp/nginx-signed.log"
+LIFE=4 start_nbdkit b -r "$PLUGIN" "url-script=$tmp/sign.sh" connections=2
+slow_reads 20 || fail "(b) a read failed while the URL expired"
+stop_nbdkit b
+runs=$(wc -l <"$tmp/runs")
+expired=$(grep -c ' 410 ' "$tmp/nginx-signed.log" || :)
+[ "$expired" -eq 0 ] || fail "(b) nginx answered 410 $expired times"
+[ "$runs" -ge 3 ] && [ "$runs" -le 8 ] ||
+  fail "(b) the script ran $runs times over 10 s of 4 s links"
+echo "(b) $runs runs of the script, no 410"
+
+# (c)
+: >"$tmp/runs"
+: >"$tmp/nginx-signed.log"
+BAD=1 start_nbdkit c -r "$PLUGIN" "url-script=$tmp/sign.sh"
+FILE=$image nbdsh -u "$uri" -c '
+import os
+data = open(os.environ["FILE"], "rb").read()
+assert h.pread(4096, 65536) == data[65536:69632], "the read differs"
+' || fail "(c) a read failed"
+stop_nbdkit c
+runs=$(wc -l <"$tmp/runs")
+[ "$runs" -eq 2 ] || fail "(c) the script ran $runs times, not 2"
+[ "$(grep -c ' 403 ' "$tmp/nginx-signed.log")" -eq 1 ] || {
+  cat "$tmp/nginx-signed.log" >&2
+  fail "(c) nginx did not refuse exactly one request"
+}
