@@ -71,20 +71,6 @@ redirect_same_origin (const struct origin *a, const struct origin *b)
     a->port == b->port;
 }
 
-/* Does an answer with this status name a new location for the same
- * request (RFC 9110 15.4)?
- */
-bool
-redirect_status (long status)
-{
-  switch (status) {
-  case 301: case 302: case 303: case 307: case 308:
-    return true;
-  default:
-    return false;
-  }
-}
-
 /* The hop that an answer (status, location) to a request for from_url,
  * at origin *from, asks for, if the rules allow it: its URL (to free),
  * or NULL with why set.  *from becomes the new origin, and *trusted says

@@ -47,7 +47,6 @@ struct target {
 extern int redirect_origin (const char *url, struct origin *o);
 extern bool redirect_same_origin (const struct origin *a,
                                   const struct origin *b);
-extern bool redirect_status (long status);
 extern char *redirect_next (const struct redirect_rules *r, bool is_put,
                             long status, const char *from_url,
                             const char *location, struct origin *from,

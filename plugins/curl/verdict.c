@@ -81,6 +81,20 @@ transient_error (CURLcode rc, bool serving)
   }
 }
 
+/* Statuses that name a new location for the same request (RFC 9110
+ * 15.4); 304 Not Modified is not one.
+ */
+static bool
+is_redirect_status (long status)
+{
+  switch (status) {
+  case 301: case 302: case 303: case 307: case 308:
+    return true;
+  default:
+    return false;
+  }
+}
+
 /* A status other than the one wanted, for a request of one range or
  * several.
  */
@@ -114,8 +128,10 @@ bad_status (const struct asked *q, const struct answer *a, char *why,
     return VERDICT_RETRY_FRESH;
   }
   snprintf (why, size,
-            "the server answered HTTP %ld instead of 206 Partial Content",
-            a->status);
+            "the server answered HTTP %ld instead of 206 Partial Content%s",
+            a->status,
+            is_redirect_status (a->status) && !q->follow_redirects
+            ? " (a redirect: followlocation=false follows none)" : "");
   return transient_status (a->status) ? VERDICT_RETRY : VERDICT_REFUSED;
 }
 
@@ -228,12 +244,8 @@ multi_headers (const struct asked *q, const struct answer *a, char *why,
 static bool
 is_redirect (const struct asked *q, const struct answer *a)
 {
-  switch (a->status) {
-  case 301: case 302: case 303: case 307: case 308:
-    return q->follow_redirects && a->has_location;
-  default:
-    return false;
-  }
+  return is_redirect_status (a->status) && q->follow_redirects &&
+    a->has_location;
 }
 
 /* The answer to a GET of the object's first bytes while its size is not

@@ -177,9 +177,14 @@ status_classes (void)
   EXPECT (q, a, VERDICT_REFUSED, "HTTP 307");
   a = headers (304, "Location: /x", NULL);
   EXPECT (q, a, VERDICT_REFUSED, "HTTP 304");
+  a = headers (304, "Location: /x", NULL);
+  EXPECT (q, a, VERDICT_REFUSED, "instead of 206 Partial Content");
   q.follow_redirects = false;
   a = headers (301, "Location: /elsewhere", NULL);
-  EXPECT (q, a, VERDICT_REFUSED, "HTTP 301");
+  EXPECT (q, a, VERDICT_REFUSED, "HTTP 301 instead of 206 Partial Content "
+          "(a redirect: followlocation=false follows none)");
+  a = headers (308, "Location: /elsewhere", NULL);
+  EXPECT (q, a, VERDICT_REFUSED, "followlocation=false");
   q = get (0, 9);
 
   /* 1xx: the headers have not ended; nothing judged yet. */
