@@ -3,7 +3,8 @@
 # request, and with header-script-renew it is run again while a client
 # keeps reading: nginx (which refuses any request without a well-formed
 # token) sees several tokens, each request with one whole set (X-Token
-# and X-Token-Check from the same run).  cookie-script likewise.  A
+# and X-Token-Check from the same run).  cookie-script and
+# cookie-script-renew likewise (several cookies).  A
 # script that fails stops nbdkit at start-up, or fails the reads after
 # it, with a message naming the script and its exit status.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -18,7 +19,8 @@ serve_image $((1024 * 1024)) 'access_log DIR/headers.log hdrs;
 
 script='echo "X-Token: tok-$iteration"; sleep 0.2; echo "X-Token-Check: tok-$iteration"'
 start_nbdkit hs -r "$PLUGIN" "$url" "header-script=$script" \
-  header-script-renew=1 'cookie-script=echo "sess=$iteration"'
+  header-script-renew=1 'cookie-script=echo "sess=$iteration"' \
+  cookie-script-renew=1
 slow_reads 8 || fail "reads with header-script failed"
 stop_nbdkit hs
 
@@ -32,6 +34,8 @@ awk '{ t = $6; c = $7; sub(/^token=/, "", t); sub(/^check=/, "", c)
      END { exit bad > 0 }' "$tmp/headers.log" >"$tmp/mixed.out" ||
   fail "requests with a mixed or refused header set: $(cat "$tmp/mixed.out")"
 grep -q 'cookie="sess=0"' "$tmp/headers.log" || fail "cookie-script not sent"
+cookies=$(grep -o 'cookie="sess=[0-9]*"' "$tmp/headers.log" | sort -u | wc -l)
+[ "$cookies" -ge 3 ] || fail "cookie-script was not renewed: $cookies cookies"
 
 # Fails at start-up.
 expect_nbdkit_fails bad -r "$PLUGIN" "$url" \

@@ -10,6 +10,8 @@
 #      read), and nginx never answered 410.
 #  (c) The first URL the script prints is refused (403): it is run
 #      again at once and nbdkit starts with the new URL.
+#  (d) A URL that does not expire: the script runs once for reads over
+#      6 s, and with url-script-renew=2 again every 2 s or so.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -80,3 +82,20 @@ runs=$(wc -l <"$tmp/runs")
   cat "$tmp/nginx-signed.log" >&2
   fail "(c) nginx did not refuse exactly one request"
 }
+
+# (d)
+for renew in 0 2; do
+  : >"$tmp/runs"
+  start_nbdkit d -r "$PLUGIN" "url-script=$tmp/sign.sh" \
+    "url-script-renew=$renew"
+  slow_reads 12 || fail "(d) url-script-renew=$renew: a read failed"
+  stop_nbdkit d
+  runs=$(wc -l <"$tmp/runs")
+  echo "(d) url-script-renew=$renew: $runs runs of the script in 6 s"
+  if [ "$renew" -eq 0 ]; then
+    [ "$runs" -eq 1 ] || fail "(d) without renewal the script ran $runs times"
+  else
+    [ "$runs" -ge 3 ] && [ "$runs" -le 8 ] ||
+      fail "(d) url-script-renew=2: the script ran $runs times in 6 s"
+  fi
+done
