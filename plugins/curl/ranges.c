@@ -193,11 +193,17 @@ multipart_start (struct multipart *mp, const char *boundary,
 }
 
 static bool
-refuse (struct multipart *mp, const char *why)
+incomplete (struct multipart *mp, const char *why)
 {
   snprintf (mp->why, sizeof mp->why, "multipart answer: %s", why);
-  mp->refused = true;
   return false;
+}
+
+static bool
+refuse (struct multipart *mp, const char *why)
+{
+  mp->refused = true;
+  return incomplete (mp, why);
 }
 
 /* Is the line the delimiter, or the close delimiter ("--" after it)?
@@ -433,7 +439,11 @@ multipart_feed (struct multipart *mp, const char *data, size_t len)
   return !mp->refused;
 }
 
-/* At the end of the body: was every range received? */
+/* At the end of the body: was every range received?  A body that ended
+ * early is not refused as a body (that would outrank how the transfer
+ * ended: a reset connection is retried, a shutdown stops); complete
+ * stays false and why says what is missing.
+ */
 bool
 multipart_complete (struct multipart *mp)
 {
@@ -447,9 +457,9 @@ multipart_complete (struct multipart *mp)
       mp->state = MP_END;
   }
   if (mp->state != MP_END)
-    return refuse (mp, "the body ended before the close delimiter");
+    return incomplete (mp, "the body ended before the close delimiter");
   if (mp->nfilled != mp->nspans)
-    return refuse (mp, "ranges missing");
+    return incomplete (mp, "ranges missing");
   mp->complete = true;
   return true;
 }

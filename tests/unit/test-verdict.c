@@ -509,6 +509,17 @@ several_ranges (void)
   e = ended (a, 300, CURLE_OK);
   multipart_complete (&e.mp);           /* as exchange.c at the end */
   EXPECT (q, e, VERDICT_PARTS, NULL);
+  /* Cut off by the transport or a shutdown: how it ended decides, as for
+   * one range (a retry, a stop), not the parts missing.
+   */
+  a = parts (a, 2, "");
+  e = ended (a, 200, CURLE_RECV_ERROR);
+  multipart_complete (&e.mp);
+  EXPECT (q, e, VERDICT_RETRY, NULL);
+  e = ended (a, 200, CURLE_ABORTED_BY_CALLBACK);
+  e.stopped = true;
+  multipart_complete (&e.mp);
+  EXPECT (q, e, VERDICT_STOPPED, "shutting down");
   a = parts (a, 1, "--XYZ\r\nContent-Range: bytes 50-59/1000\r\n\r\n");
   EXPECT (q, a, VERDICT_NOT_THE_PARTS_ASKED_FOR, "not one of the ranges");
   e = ended (a, 100, CURLE_OK);
