@@ -106,8 +106,7 @@ static int
 prereq_cb (void *opaque, char *primary_ip, char *local_ip,
            int primary_port, int local_port)
 {
-  if (!__atomic_load_n (&stopping, __ATOMIC_RELAXED))
-    spares_open_to (primary_ip, primary_port);
+  spares_open_to (primary_ip, primary_port);   /* none once stopping */
   return CURL_PREREQFUNC_OK;
 }
 

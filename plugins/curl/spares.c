@@ -63,6 +63,7 @@ struct endpoint {
 };
 
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool stopped;            /* spares_stop was called */
 static unsigned spares_wanted;  /* while the probe runs */
 static curl_socket_t *spares;  /* spares[next_spare..nr_spares-1] left */
 static unsigned nr_spares, next_spare;
@@ -299,6 +300,10 @@ spares_start_timer (void)
 void
 spares_stop (void)
 {
+  {
+    LOCK_FOR_SCOPE (&spare_lock);
+    stopped = true;             /* spares_open_to opens none from now on */
+  }
   if (spare_timer_running) {
     {
       LOCK_FOR_SCOPE (&spare_lock);
@@ -345,7 +350,7 @@ void
 spares_open_to (const char *ip, int port)
 {
   LOCK_FOR_SCOPE (&spare_lock);
-  if (spares_wanted > 0 && ip != NULL)
+  if (spares_wanted > 0 && ip != NULL && !stopped)
     open_spares_locked (ip, port);
 }
 
