@@ -11,6 +11,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -93,15 +94,17 @@ hex_digit (char c)
 
 /* The chunk-size line: hex digits, then whatever comes up to the line's
  * end (";ext", or junk that libcurl ignores too).  Sizes libcurl
- * refuses (no digit, more than 16) stop the answer here, before any of
- * their bytes is written.
+ * refuses (no digit; 2^63 or more, which its signed sizes cannot hold)
+ * stop the answer here, before any of their bytes is written: libcurl
+ * would refuse them only after this decoder had taken the bytes that
+ * follow for the chunk's data.
  */
 static void
 size_byte (struct framing *f, char c)
 {
   int d = hex_digit (c);
 
-  if (d >= 0 && ++f->digits > 16)
+  if (d >= 0 && (++f->digits > 16 || f->left > (uint64_t) (INT64_MAX - d) / 16))
     refuse (f, "a chunk size too large to hold", CURLE_RECV_ERROR);
   else if (d >= 0)
     f->left = f->left * 16 + d;

@@ -20,6 +20,9 @@
 #                  chunk; holds
 #   /chunk-huge    a chunk size of 17 hex digits (FFFFFFFFFFFFFFFFF)
 #                  followed by 6000 bytes of "HUGEDATA"; holds
+#   /chunk-2e63    "hello" in one chunk, then a chunk size of 2^63
+#                  (16 hex digits, more than libcurl's signed 64 bits
+#                  hold) and 6000 bytes of "HUGEDATA"; holds
 #   /chunk-0x5     a chunk-size line "0x5" (the last chunk, with junk),
 #                  then "hello" where a trailer line belongs; holds
 #   /chunk-bad-size  a chunk-size line "ZZ"; holds
@@ -117,6 +120,10 @@ def serve(c):
         hold(c)
     elif mode == "chunk-huge":
         c.sendall(chunked(b"FFFFFFFFFFFFFFFFF\r\n" + b"HUGEDATA" * 750))
+        hold(c)
+    elif mode == "chunk-2e63":
+        c.sendall(chunked(b"5\r\nhello\r\n8000000000000000\r\n" +
+                          b"HUGEDATA" * 750))
         hold(c)
     elif mode == "chunk-0x5":
         c.sendall(chunked(b"0x5\r\nhello\r\n0\r\n\r\n"))

@@ -9,8 +9,9 @@
 #    case-insensitive): only the body is written, not the framing.
 #  - A chunk-size line with junk after the size ("5 abc", which libcurl
 #    skips) is a 5-byte chunk.
-#  - A chunk size too large to hold (17 hex digits) is an error, and
-#    none of that chunk's bytes are written.
+#  - A chunk size too large to hold (17 hex digits, or 16 that make 2^63
+#    or more, which libcurl's signed sizes do not hold) is an error, and
+#    none of that chunk's bytes (nor its framing) are written.
 #  - A server that answers at once and closes the connection without
 #    reading the upload (`yes | curlpipe URL`): the whole answer is
 #    written and the exit status is 0, as with `curl -T -`, not 55
@@ -117,6 +118,18 @@ for kind in eof idle; do
     problem "chunk size FFFFFFFFFFFFFFFFF, stdin $kind: $(file_size \
             "$tmp/out") bytes of the chunk were written: $(shown "$tmp/out")"
   fi
+  get "$kind" chunk-2e63
+  if [ "$st" -eq 0 ] || [ "$st" -eq 124 ]; then
+    problem "chunk size 8000000000000000, stdin $kind: exit status $st" \
+            "(expected an error, promptly)"
+  fi
+  if [ "$(cat "$tmp/out")" != hello ]; then
+    problem "chunk size 8000000000000000, stdin $kind: written" \
+            "$(shown "$tmp/out"), expected only the first chunk's hello"
+  fi
+  grep -q "too large" "$tmp/err" ||
+    problem "chunk size 8000000000000000, stdin $kind: the message does" \
+            "not say the size is too large: $(cat "$tmp/err")"
 done
 
 # 5. Busy standard input; the server answers "hello" (Content-Length: 5)
