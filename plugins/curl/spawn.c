@@ -332,6 +332,11 @@ judge_run (const char *what, const char *script, struct outcome *o,
   else if (o->info.si_code != CLD_EXITED)
     nbdkit_error ("%s: %s: killed by signal %d", what, script,
                   o->info.si_status);
+  /* Its output is text: a NUL would cut a header, a cookie or the URL
+   * short without a word.
+   */
+  else if (memchr (o->buf, '\0', o->len) != NULL)
+    nbdkit_error ("%s: a NUL byte in its output", what);
   else {
     o->buf[o->len] = '\0';
     *out = o->buf;

@@ -5,7 +5,8 @@
 # start-up, or the read that renewed it, after timeout= seconds instead
 # of hanging it.  A script that times out, prints too much or fails is
 # stopped together with every process it started (its process group),
-# so that nothing it left behind keeps running.  Output with CRLF line
+# so that nothing it left behind keeps running; output with a NUL byte
+# is refused, not cut short.  Output with CRLF line
 # ends, a CRLF blank line included, is accepted and reaches the server
 # without the CRs.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -113,6 +114,15 @@ expect_nbdkit_fails c3 -r "$PLUGIN" "$url" \
   'cookie-script=sleep 300 >/dev/null & echo $! >"$tmp/bg-c3.pid"; yes a=b'
 assert_grep_i "$tmp/c3.err" "cookie-script" "bytes of output"
 assert_gone c3
+
+# Output with a NUL byte: refused, not cut at the NUL (which would send
+# "X-A: v" and drop the rest without a word).
+expect_nbdkit_fails c4 -r "$PLUGIN" "$url" \
+  'header-script=printf "X-A: v\000rest\n"'
+assert_grep_i "$tmp/c4.err" "header-script" "NUL"
+expect_nbdkit_fails c5 -r "$PLUGIN" "$url" \
+  'cookie-script=printf "a=b\000c=d\n"'
+assert_grep_i "$tmp/c5.err" "cookie-script" "NUL"
 
 # (d) CRLF line ends and a CRLF blank line at the end, as a tool that
 # prints HTTP headers may end them: accepted, and the server gets the
