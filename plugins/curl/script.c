@@ -228,10 +228,11 @@ script_init (void)
     return -1;
   if (cfg.url_script && refresh (&urls) == -1)
     return -1;
-  /* Without url=, messages name the script's first URL, shown without
-   * its secrets.  Before any thread runs.
+  /* Messages name the URL asked, the script's first, shown without its
+   * secrets (url=, if given too, is only $url for the script).  Before
+   * any thread runs.
    */
-  if (cfg.url == NULL) {
+  if (cfg.url_script != NULL) {
     char *shown = shown_url (urls.output);
 
     if (shown == NULL) {

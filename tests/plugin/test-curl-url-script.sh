@@ -12,6 +12,8 @@
 #      again at once and nbdkit starts with the new URL.
 #  (d) A URL that does not expire: the script runs once for reads over
 #      6 s, and with url-script-renew=2 again every 2 s or so.
+#  (e) With url= as well, a failure names the script's URL (which was
+#      asked), not url=.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -99,3 +101,11 @@ for renew in 0 2; do
       fail "(d) url-script-renew=2: the script ran $runs times in 6 s"
   fi
 done
+
+# (e) Two ports where nothing listens.
+p1=$(free_port)
+p2=$(free_port)
+expect_nbdkit_fails e -r "$PLUGIN" "http://127.0.0.1:$p1/disk.img" \
+  "url-script=echo http://127.0.0.1:$p2/disk.img"
+grep -q "GET: http://127.0.0.1:$p2/disk.img" "$tmp/e.err" ||
+  fail "(e) the failure does not name the script's URL: $(cat "$tmp/e.err")"
