@@ -125,9 +125,13 @@ answer_header (struct answer *a, const char *name, const char *v,
       a->boundary[0] = '\0';
   }
   else if (strcasecmp (name, "retry-after") == 0) {
-    /* Seconds; an HTTP-date is left to the backoff. */
-    int64_t secs = parse_number (v, NULL);
-    if (secs >= 0)
+    /* Seconds (RFC 9110 10.2.3: digits only, so not "1e9" as 1); an
+     * HTTP-date, or a number too large to read, is left to the backoff.
+     */
+    const char *end = v;
+    int64_t secs = parse_number (v, &end);
+
+    if (secs >= 0 && *end == '\0')
       a->retry_after_ms = secs > MAX_RETRY_DELAY_MS / 1000
         ? MAX_RETRY_DELAY_MS : (unsigned) secs * 1000;
   }

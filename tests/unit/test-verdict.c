@@ -159,6 +159,11 @@ status_classes (void)
              a.retry_after_ms);
     failures++;
   }
+  a = headers (429, "Retry-After: 1e9", NULL);
+  if (a.retry_after_ms != 0) {
+    fprintf (stderr, "Retry-After: 1e9 gave %u ms\n", a.retry_after_ms);
+    failures++;
+  }
   a = headers (408, NULL);
   EXPECT (q, a, VERDICT_RETRY, "HTTP 408");
   a = headers (500, NULL);
