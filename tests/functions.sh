@@ -160,6 +160,43 @@ h.shutdown()
 }
 
 # ----------------------------------------------------------------------
+# Tables of cases: a test lists its cases as rows "NAME | A | B" and runs
+# each in one loop.
+#   case_row ROW VAR...   the row's fields, split at "|" and trimmed, into
+#                         the variables named (missing fields: empty)
+#   case_done NAME RESULT prints "case NAME ok: RESULT", or FAIL when
+#                         RESULT starts with "BAD", and counts it
+#   cases_end             fails the test naming every case that failed
+case_row ()
+{
+  local row=$1 var v i=0
+  local -a fields
+  shift
+  IFS='|' read -r -a fields <<<"$row"
+  for var in "$@"; do
+    v=${fields[i]-}
+    i=$((i + 1))
+    v=${v#"${v%%[! ]*}"}
+    printf -v "$var" %s "${v%"${v##*[! ]}"}"
+  done
+}
+
+_bad_cases=()
+case_done ()
+{
+  case $2 in
+    BAD*) echo "case $1 FAIL: $2"; _bad_cases+=("$1") ;;
+    *) echo "case $1 ok: $2" ;;
+  esac
+}
+
+cases_end ()
+{
+  [ ${#_bad_cases[@]} -eq 0 ] ||
+    fail "${#_bad_cases[@]} cases ended badly: ${_bad_cases[*]}"
+}
+
+# ----------------------------------------------------------------------
 # Private directory, process bookkeeping, cleanup.
 
 # The servers' workers run as an unprivileged user, so the directory must

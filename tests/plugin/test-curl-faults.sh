@@ -155,12 +155,8 @@ also ()
   esac
 }
 
-trim () { local v=$1; v=${v#"${v%%[! ]*}"}; echo "${v%"${v##*[! ]}"}"; }
-
-bad=()
 for row in "${cases[@]}"; do
-  IFS='|' read -r name mode expect checks args <<<"$row"
-  name=$(trim "$name") mode=$(trim "$mode") expect=$(trim "$expect")
+  case_row "$row" name mode expect checks args
   flags=()
   plugin_args=("${fast[@]}")
   for a in $args; do
@@ -199,9 +195,9 @@ for row in "${cases[@]}"; do
     more=$(also "$c" "$secs")
     [ -z "$more" ] || { result="$result; $more"; verdict=FAIL; }
   done
-  [ $verdict = ok ] || bad+=("$name")
-  printf 'case %-28s %-4s %6s s  %s\n' "$name" "$verdict" "$secs" "$result"
+  [ $verdict = ok ] || [[ $result == BAD* ]] || result="BAD: $result"
+  case_done "$name" "$result ($secs s)"
   mv "$tmp/fault.log" "$tmp/fault-$name.log"
   mv "$tmp/nbdkit.err" "$tmp/nbdkit-$name.err"
 done
-[ ${#bad[@]} -eq 0 ] || fail "${#bad[@]} cases ended badly: ${bad[*]}"
+cases_end

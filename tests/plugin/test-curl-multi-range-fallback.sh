@@ -32,12 +32,8 @@ cases=(
   "multipart            | multipart            | kept"
 )
 
-bad=()
 for row in "${cases[@]}"; do
-  IFS='|' read -r name mode expect <<<"$row"
-  read -r name <<<"$name"
-  read -r mode <<<"$mode"
-  read -r expect <<<"$expect"
+  case_row "$row" name mode expect
   echo "case $name: mode $mode, expect $expect"
   fault_export "$mode" "$size" connections=$connections
   random_reads "$uri" "$tmp/disk.img" 1500
@@ -61,9 +57,6 @@ for row in "${cases[@]}"; do
       fi ;;
     *) result="BAD: unknown EXPECT '$expect'" ;;
   esac
-  case $result in
-    BAD*) echo "case $name FAIL: $result"; bad+=("$name") ;;
-    *) echo "case $name ok: $result" ;;
-  esac
+  case_done "$name" "$result"
 done
-[ ${#bad[@]} -eq 0 ] || fail "${#bad[@]} cases ended badly: ${bad[*]}"
+cases_end

@@ -56,12 +56,8 @@ cases=(
   "multipart-endless-headers  | multipart-endless-headers  | refused"
 )
 
-bad=()
 for row in "${cases[@]}"; do
-  IFS='|' read -r name mode expect <<<"$row"
-  read -r name <<<"$name"
-  read -r mode <<<"$mode"
-  read -r expect <<<"$expect"
+  case_row "$row" name mode expect
   echo "case $name: mode $mode, expect $expect"
   start_fault_server "$mode" "$tmp/disk.img"
   # -v: the fallback is reported by a debug line.
@@ -98,9 +94,6 @@ for row in "${cases[@]}"; do
       fi ;;
     *) result="BAD: unknown EXPECT '$expect'" ;;
   esac
-  case $result in
-    BAD*) echo "case $name FAIL: $result"; bad+=("$name") ;;
-    *) echo "case $name ok: $result" ;;
-  esac
+  case_done "$name" "$result"
 done
-[ ${#bad[@]} -eq 0 ] || fail "${#bad[@]} cases ended badly: ${bad[*]}"
+cases_end
