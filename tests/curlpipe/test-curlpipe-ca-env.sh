@@ -3,7 +3,7 @@
 # certificates named by CURL_CA_BUNDLE, or else by SSL_CERT_FILE, and
 # --cacert wins over both: an https upload to nginx, whose certificate
 # only the test's file vouches for, gets through with each of them and
-# fails (60) with none.
+# fails (60) with none; with -k or --insecure it gets through without.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -51,5 +51,10 @@ upload both "CURL_CA_BUNDLE=$tmp/cert.pem" SSL_CERT_FILE=/nonexistent.pem --
 check both
 upload cacert-wins CURL_CA_BUNDLE=/nonexistent.pem -- --cacert "$tmp/cert.pem"
 check cacert-wins
+# -k / --insecure: no CA needed, as with curl.
+upload insecure-k -- -k
+check insecure-k
+upload insecure-long CURL_CA_BUNDLE=/nonexistent.pem -- --insecure
+check insecure-long
 
 check_problems

@@ -7,6 +7,7 @@
 # --retry N --retry-delay S (accepted: nothing is retried); -X POST
 # --data-binary @- (and --data-binary alone: POST with curl's
 # Content-Type); --url; --capath; -e; --compressed; --trace-ascii FILE;
+# --trace FILE;
 # -#; -O (the answer in the URL's file name); --connect-timeout 0; and
 # -u USER without a password: with no terminal the password is empty,
 # with one it is asked on /dev/tty.  Checked by what the servers got.
@@ -115,6 +116,11 @@ printf x | curlpipe -s --trace-ascii "$tmp/trace" "$echo_url" >/dev/null ||
   problem "--trace-ascii: failed"
 grep -q '^> PUT /echo' "$tmp/trace" 2>/dev/null ||
   problem "--trace-ascii FILE: no request line in FILE"
+# --trace FILE: the same (curlpipe dumps no bodies).
+printf x | curlpipe -s --trace "$tmp/trace2" "$echo_url" >/dev/null ||
+  problem "--trace: failed"
+grep -q '^> PUT /echo' "$tmp/trace2" 2>/dev/null ||
+  problem "--trace FILE: no request line in FILE"
 
 # -O: the answer in ./echo.
 mkdir "$tmp/o"
