@@ -4,7 +4,8 @@
 # 24 MiB image.
 #  (a) nbdkit's readahead filter, which sends .cache ahead of each
 #      read: 256 sequential reads of 64 KiB at QD1 give the image's
-#      bytes from at most 48 GETs; without the filter, one GET each.
+#      bytes from at most 80 GETs (see below); without the filter, one
+#      GET each.
 #  (b) A client's NBD_CMD_CACHE of 4 MiB at 1 MiB: within 5 s, and
 #      before any read, nginx has answered GETs that cover those 4 MiB;
 #      then 64 reads of 64 KiB there at QD1 give the image's bytes and
@@ -90,9 +91,13 @@ h.shutdown()
   gets_besides_probe "$name"
 }
 
-# (a)
+# (a) Usually 26-35 GETs; one CI run saw 52: the filter's cache requests
+# come from its own thread, and one that arrives after the reads went
+# past its offset starts a new stream there, which ends the stream in
+# use when that one was idle for 20 ms (on a busy machine), so the new
+# reads begin again with small segments.  Without the filter: 256.
 reads filter 0 256 --filter=readahead "$PLUGIN" "$url" readahead=false
-[ "$gets" -le 48 ] || {
+[ "$gets" -le 80 ] || {
   cat "$tmp/access.log" >&2
   problem "(a) the readahead filter: $gets GETs for 256 sequential reads"
 }
