@@ -810,6 +810,33 @@ start_raw_server ()
 }
 
 # ----------------------------------------------------------------------
+# The HTTP/2 fault server (helpers/h2-fault-server.py): serves FILE at
+# every path over TLS with ALPN "h2" only (make_cert first: its
+# certificate is $tmp/cert.pem) on $h2_port, the fault of MODE on the
+# Nth GET after the probe (--nth, 3 if not given), one log line per
+# answer and per connection event in $tmp/h2.log; its PID in $h2_pid.
+#   start_h2_fault_server MODE FILE [N]
+requires_h2 ()
+{
+  "$PYTHON" -c 'import h2.connection' >/dev/null 2>&1 ||
+    skip "python3-h2 is not installed"
+}
+
+start_h2_fault_server ()
+{
+  requires_h2
+  rm -f "$tmp/h2.port"
+  "$PYTHON" "$helpers_srcdir/h2-fault-server.py" --mode "$1" --file "$2" \
+            --nth "${3:-3}" --cert "$tmp/cert.pem" --key "$tmp/key.pem" \
+            --log "$tmp/h2.log" --port-file "$tmp/h2.port" \
+            </dev/null >"$tmp/h2.out" 2>&1 &
+  h2_pid=$!
+  await_port_file "$h2_pid" "$tmp/h2.port" "$tmp/h2.out" \
+                  "HTTP/2 fault server"
+  h2_port=$(cat "$tmp/h2.port")
+}
+
+# ----------------------------------------------------------------------
 # The streaming server (helpers/stream-server.c, built by make) on
 # $stream_port: /echo sends each piece of a request body back as it
 # arrives, /sink checks a byte pattern, /status/NNN answers NNN,
