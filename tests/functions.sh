@@ -549,7 +549,8 @@ expect_nbdkit_fails ()
 # $tmp/LABEL.out, and waits until /__ready answers on both ports.  A bind
 # that fails (another test took the port) is retried on other ports.
 # Leaves the ports and the PID in $_nginx_port, $_nginx_tlsport and
-# $_nginx_pid.
+# $_nginx_pid.  The HTTPS port offers HTTP/2 by ALPN unless
+# nginx_http2 is set empty (nginx_http2= start_nginx): HTTP/1.1 only.
 _nginx_run ()
 {
   requires nginx
@@ -561,7 +562,7 @@ _nginx_run ()
     tp=
     if [ -f "$tmp/cert.pem" ]; then
       tp=$(free_port)
-      tls_listen="listen 127.0.0.1:$tp ssl http2;"
+      tls_listen="listen 127.0.0.1:$tp ssl ${nginx_http2-http2};"
       tls_conf="ssl_certificate $tmp/cert.pem;
     ssl_certificate_key $tmp/key.pem;"
     fi
@@ -622,6 +623,10 @@ http {
   log_format hdrs '\$request_method \$server_protocol \$host \$status '
                   'cookie="\$http_cookie" token="\$http_x_token" '
                   'check="\$http_x_token_check"';
+  # For tests that look at the HTTP version and the TCP connection of
+  # each request: access_log DIR/proto.log proto;
+  log_format proto '\$connection \$server_protocol \$request_method '
+                   '\$http_range \$status \$body_bytes_sent';
   access_log $tmp/access.log ranges;
   client_body_temp_path $tmp/nginx-tmp; proxy_temp_path $tmp/nginx-tmp;
   fastcgi_temp_path $tmp/nginx-tmp; uwsgi_temp_path $tmp/nginx-tmp;
