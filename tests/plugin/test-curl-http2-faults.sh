@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# test-curl-http2-faults.sh: nbdcopy through the plugin over HTTP/2 from
+# the HTTP/2 fault server (helpers/h2-fault-server.py, which speaks
+# only h2), one fault at a time.  Transient faults (a stream ended
+# early by END_STREAM, with and without Content-Length, or by
+# RST_STREAM; a stream refused; a stream that never gets its body,
+# until timeout=; a connection ended by GOAWAY, gracefully or with
+# streams in flight) must be retried to a byte-exact copy; the same
+# faults on every answer, and the permanent ones (a Content-Range that
+# is not the range asked for, whether the bytes are its or the ones
+# asked for; a body longer than the range; the object replaced, with
+# and without If-Match honoured), must end with a non-zero exit and a
+# message naming the cause, within a bounded time.  Never exit 0 with
+# wrong bytes, never write wrong bytes before failing, never hang.
+# Each case runs with http-version=2TLS, and with the default
+# http-version when the plugin's default offers HTTP/2.  Each prints a
+# line "case NAME@VERSION ok|FAIL" with its time and outcome.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
+requires_plugin
+requires nbdcopy
+requires_h2
+make_cert
+
+size=$((8 * 1024 * 1024 + 4097))
+make_random_file "$tmp/orig.img" "$size"
+fast=(retry-delay=0.05 timeout=1)
+
+# The cases, one a row: NAME | MODE | NTH | EXPECT | ALSO | PLUGIN-ARGS
+#   MODE, NTH    the fault server's --mode and --nth
+#   EXPECT       copy: nbdcopy exits 0 and the copy is byte-exact;
+#                fail:WORDS[;WORDS...]: nbdkit or nbdcopy fails, nbdkit's
+#                stderr has each WORDS (case-insensitive), and every
+#                4 KiB block nbdcopy wrote is the image's; never exit 0
+#   ALSO         further checks of this case, or "-":
+#                injected:FAULT: the fault server's log shows the fault
+#                  (fault=FAULT on an answer; goaway: a GOAWAY sent;
+#                  ignored: a stream left unanswered after it);
+#                retried: every range whose answer was cut, refused or
+#                  left unanswered was asked again and answered in full;
+#                slower:S: it took at least S seconds (timeout= waited)
+#   PLUGIN-ARGS  after url=, cainfo=, http-version= and retry-delay=0.05
+#                timeout=1
+# Every case ends within 60 s.
+cases=(
+  "normal             | normal          | 3 | copy | -                 |"
+  # Transient faults: retried to a byte-exact copy.
+  "short-once         | short-once      | 3 | copy | injected:short retried |"
+  "short-nolen-once   | short-nolen-once | 3 | copy | injected:short retried |"
+  "rst-once           | rst-once        | 3 | copy | injected:rst retried |"
+  "refused-once       | refused-once    | 3 | copy | injected:refused retried |"
+  "stall-once         | stall-once      | 3 | copy | injected:stall retried slower:1 |"
+  "goaway             | goaway          | 2 | copy | injected:goaway injected:ignored retried |"
+  "goaway-abrupt      | goaway-abrupt   | 2 | copy | injected:goaway retried |"
+  # The same on every answer from the 3rd on: an error once retries=
+  # are spent.
+  "short-always       | short-always    | 3 | fail:retries exhausted | injected:short |"
+  "short-nolen-always | short-nolen-always | 3 | fail:short body;retries exhausted | injected:short |"
+  "rst-always         | rst-always      | 3 | fail:HTTP/2 stream;retries exhausted | injected:rst |"
+  "stall-always       | stall-always    | 3 | fail:timeout;retries exhausted | injected:stall slower:1 |"
+  # Answers that are not the bytes asked for, and a changed object.
+  "wrong-range        | wrong-range     | 3 | fail:Content-Range;not the requested range | injected:wrong-range |"
+  "wrong-label        | wrong-label     | 3 | fail:Content-Range;not the requested range | injected:wrong-label |"
+  "long-nolen         | long-nolen      | 3 | fail:more than the | injected:long |"
+  "changed            | changed         | 3 | fail:changed since it was opened | injected:precondition |"
+  "changed-ignore-if-match | changed-ignore-if-match | 3 | fail:changed since it was opened;ETag | injected:changed |"
+)
+
+# The http-version= values each case runs with ("" for the default):
+# 2TLS always, the default when it offers HTTP/2 (it was 1.1 before
+# the plugin learnt to multiplex HTTP/2 streams).
+versions=(2TLS)
+if ! nbdkit "$PLUGIN" --help 2>&1 | grep -qE '1\.1 \(default\)'; then
+  versions+=(default)
+fi
+
+# expect_start NAME -- PLUGIN-ARGS...: start nbdkit -r; false if it
+# exits first.
+expect_start ()
+{
+  local name=$1 n
+  shift 2
+  rm -f "$tmp/nbdkit.sock" "$tmp/nbdkit.pid"
+  ( exec "${NBDKIT[@]}" -f --exit-with-parent -r -U "$tmp/nbdkit.sock" \
+         -P "$tmp/nbdkit.pid" "$PLUGIN" "$@" ) 2>"$tmp/nbdkit.err" &
+  nbdkit_pid=$!
+  _pids+=("$nbdkit_pid")
+  for ((n = 0; n < ready_tries; n++)); do
+    [ -s "$tmp/nbdkit.pid" ] && [ -S "$tmp/nbdkit.sock" ] && break
+    _alive "$nbdkit_pid" || { stop_pid "$nbdkit_pid"; return 1; }
+    sleep 0.1
+  done
+  uri="nbd+unix:///?socket=$tmp/nbdkit.sock"
+}
+
+# wrong_blocks: how many 4 KiB blocks of $tmp/out.img are neither the
+# image's nor all zero (never written by nbdcopy).
+wrong_blocks ()
+{
+  "$PYTHON" - "$tmp/orig.img" "$tmp/out.img" <<'EOF'
+import sys
+a = open(sys.argv[1], "rb").read()
+try:
+    b = open(sys.argv[2], "rb").read()
+except FileNotFoundError:
+    b = b""
+bad = 0
+for off in range(0, len(b), 4096):
+    got = b[off:off + 4096]
+    if got != a[off:off + 4096] and got.count(0) != len(got):
+        bad += 1
+print(bad)
+EOF
+}
+
+# outcome EXPECT STATUS: what the copy says about EXPECT.
+outcome ()
+{
+  local expect=$1 st=$2 words w bad missing=
+  case $expect in
+    copy)
+      if [ "$st" = 0 ] && cmp -s "$tmp/orig.img" "$tmp/out.img"; then
+        echo "byte-exact copy"
+      else
+        echo "BAD: exit $st, copy $(cmp "$tmp/orig.img" "$tmp/out.img" \
+                                      2>&1 | head -1)"
+      fi ;;
+    fail:*)
+      bad=$(wrong_blocks)
+      IFS=';' read -r -a words <<<"${expect#fail:}"
+      for w in "${words[@]}"; do
+        grep -qiF -- "$w" "$tmp/nbdkit.err" || missing+=" '$w'"
+      done
+      if [ "$st" = 0 ]; then
+        if cmp -s "$tmp/orig.img" "$tmp/out.img"; then
+          echo "BAD: exit 0"
+        else
+          echo "BAD: exit 0 with wrong bytes"
+        fi
+      elif [ "$bad" != 0 ]; then
+        echo "BAD: failed ($st) but wrote $bad blocks of wrong bytes first"
+      elif [ -n "$missing" ]; then
+        echo "BAD: failed ($st) without$missing"
+      else
+        echo "failed ($st): $(grep -i -m1 -- 'error: pread' \
+                                "$tmp/nbdkit.err" | cut -c1-200)"
+      fi ;;
+    *) echo "BAD: unknown EXPECT '$expect'" ;;
+  esac
+}
+
+# also CHECK SECS: the further check CHECK of the case just run (the
+# fault server's log in $tmp/h2.log).
+also ()
+{
+  local check=$1 secs=$2
+  case $check in
+    injected:goaway)
+      grep -q ' goaway last-stream=' "$tmp/h2.log" ||
+        echo "BAD: no GOAWAY sent" ;;
+    injected:ignored)
+      grep -q ' ignored$' "$tmp/h2.log" ||
+        echo "BAD: no stream left unanswered after a GOAWAY" ;;
+    injected:*)
+      grep -q " fault=${check#injected:}\$" "$tmp/h2.log" ||
+        echo "BAD: injected no fault (${check#injected:})" ;;
+    retried)
+      # A range is done when an answer to it was sent whole after the
+      # last time it was cut, refused or left unanswered.
+      awk '
+        $3 != "GET" { next }
+        { r = $5 }
+        / ignored$/ || / fault=(short|rst|refused|stall|goaway)$/ ||
+        ($6 == "status=206" && $8 != "sent=" substr($7, 8)) {
+          cut[r] = 1; next
+        }
+        $6 == "status=206" && $NF == "fault=-" { delete cut[r] }
+        END {
+          for (r in cut) { print "never answered in full: " r; bad++ }
+          exit bad > 0
+        }' "$tmp/h2.log" >"$tmp/retried.out" ||
+        echo "BAD: $(head -3 "$tmp/retried.out" | tr '\n' ' ')" ;;
+    slower:*)
+      awk -v s="$secs" -v min="${check#slower:}" 'BEGIN { exit !(s >= min) }' ||
+        echo "BAD: took $secs s, less than timeout=" ;;
+    -) ;;
+    *) echo "BAD: unknown check '$check'" ;;
+  esac
+}
+
+for version in "${versions[@]}"; do
+  vargs=()
+  [ "$version" = default ] || vargs=(http-version="$version")
+  for row in "${cases[@]}"; do
+    case_row "$row" name mode nth expect checks args
+    name=$name@$version
+    : >"$tmp/h2.log"
+    start_h2_fault_server "$mode" "$tmp/orig.img" "$nth"
+    t0=$EPOCHREALTIME
+    rm -f "$tmp/out.img"
+    st=0
+    nbdkit_st=0
+    # shellcheck disable=SC2086 # PLUGIN-ARGS are words
+    if expect_start "$name" -- "https://127.0.0.1:$h2_port/disk.img" \
+                    cainfo="$tmp/cert.pem" "${vargs[@]}" "${fast[@]}" $args
+    then
+      timeout 120 nbdcopy "$uri" "$tmp/out.img" 2>"$tmp/nbdcopy.err" ||
+        st=$?
+      stop_pid "$nbdkit_pid"
+      nbdkit_st=$_status
+    else
+      st=start
+    fi
+    secs=$(seconds_since "$t0")
+    stop_pid "$h2_pid"
+
+    result=$(outcome "$expect" "$st")
+    verdict=ok
+    [[ $result != BAD* ]] || verdict=FAIL
+    if [ "${secs%.*}" -gt 60 ]; then
+      result="BAD: took $secs s; $result"
+      verdict=FAIL
+    fi
+    more=
+    # nbdkit before 1.33.10 may abort (SIGABRT, 134) when a client hangs
+    # up while replies are queued (nbdkit commit 9d82aa4f, "server:
+    # Don't assert on send if client hangs up early"), as nbdcopy does
+    # after a failed read: nbdkit's own race, not the plugin's.
+    if [ "$nbdkit_st" = 134 ] &&
+       grep -q "raw_send_socket: Assertion \`sock >= 0' failed" \
+            "$tmp/nbdkit.err"; then
+      result="$result (nbdkit's abort on a client's hang-up)"
+    elif [ "$nbdkit_st" != 0 ]; then
+      more="BAD: nbdkit exited with status $nbdkit_st"
+    fi
+    grep -q ' open alpn=h2$' "$tmp/h2.log" &&
+      ! grep -q ' open alpn=none$' "$tmp/h2.log" ||
+      more+="${more:+; }BAD: not every connection spoke HTTP/2"
+    for c in $checks; do
+      m=$(also "$c" "$secs")
+      [ -z "$m" ] || more+="${more:+; }$m"
+    done
+    [ -z "$more" ] || { result="$result; $more"; verdict=FAIL; }
+    [ $verdict = ok ] || [[ $result == BAD* ]] || result="BAD: $result"
+    case_done "$name" "$result ($secs s)"
+    mv "$tmp/h2.log" "$tmp/h2-$name.log"
+    mv "$tmp/nbdkit.err" "$tmp/nbdkit-$name.err"
+  done
+done
+cases_end
