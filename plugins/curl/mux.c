@@ -187,17 +187,21 @@ finish (struct mux_req *r, CURLcode rc)
 static unsigned
 reap (void)
 {
-  CURLMsg *m;
   int left;
   unsigned n = 0;
 
-  while ((m = curl_multi_info_read (mux.multi, &left)) != NULL) {
-    CURL *e = m->easy_handle;
-    CURLcode rc = m->data.result;
+  for (;;) {
+    CURLMsg *m = curl_multi_info_read (mux.multi, &left);
+    CURL *e;
+    CURLcode rc;
     struct mux_req *r = NULL;
 
+    if (m == NULL)
+      break;
     if (m->msg != CURLMSG_DONE)
       continue;
+    e = m->easy_handle;
+    rc = m->data.result;
     curl_easy_getinfo (e, CURLINFO_PRIVATE, (char **) &r);
     curl_multi_remove_handle (mux.multi, e);
     curl_easy_setopt (e, CURLOPT_PRIVATE, NULL);
