@@ -114,8 +114,11 @@ mux_init (void)
   curl_multi_setopt (mux.multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
   curl_multi_setopt (mux.multi, CURLMOPT_MAX_HOST_CONNECTIONS,
                      (long) cfg.connections);
+  /* More than the pool's MUX_STREAMS, so that they all fit on one
+   * connection where the server allows (nginx: 128).
+   */
   curl_multi_setopt (mux.multi, CURLMOPT_MAX_CONCURRENT_STREAMS,
-                     (long) MUX_STREAMS);
+                     (long) MUX_STREAMS * 2);
   mux.on = true;
   return 0;
 }
