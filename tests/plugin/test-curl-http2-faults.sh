@@ -12,9 +12,11 @@
 # and without If-Match honoured), must end with a non-zero exit and a
 # message naming the cause, within a bounded time.  Never exit 0 with
 # wrong bytes, never write wrong bytes before failing, never hang.
-# Each case runs with http-version=2TLS, and with the default
-# http-version when the plugin's default offers HTTP/2.  Each prints a
-# line "case NAME@VERSION ok|FAIL" with its time and outcome.
+# Each case runs twice, both times with the plugin multiplexing its
+# requests as HTTP/2 streams: with http-version=2TLS on loopback
+# ("@2TLS"), and with the default (auto) through a 20 ms link
+# (helpers/linkem), far enough for auto to take HTTP/2 ("@far").  Each
+# prints a line "case NAME@RUN ok|FAIL" with its time and outcome.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -40,20 +42,24 @@ fast=(retry-delay=0.05 timeout=1)
 #                  ignored: a stream left unanswered after it);
 #                retried: every range whose answer was cut, refused or
 #                  left unanswered was asked again and answered in full;
-#                slower:S: it took at least S seconds (timeout= waited)
-#   PLUGIN-ARGS  after url=, cainfo=, http-version= and retry-delay=0.05
-#                timeout=1
+#                slower:S: it took at least S seconds (timeout= waited);
+#                conns:N: the server accepted at most N connections
+#   PLUGIN-ARGS  after url=, cainfo=, retry-delay=0.05 timeout=1 (and
+#                http-version=2TLS in the 2TLS run)
 # Every case ends within 60 s.
 cases=(
-  "normal             | normal          | 3 | copy | -                 |"
+  "normal             | normal          | 3 | copy | conns:1           |"
   # Transient faults: retried to a byte-exact copy.
   "short-once         | short-once      | 3 | copy | injected:short retried |"
   "short-nolen-once   | short-nolen-once | 3 | copy | injected:short retried |"
   "rst-once           | rst-once        | 3 | copy | injected:rst retried |"
   "refused-once       | refused-once    | 3 | copy | injected:refused retried |"
   "stall-once         | stall-once      | 3 | copy | injected:stall retried slower:1 |"
-  "goaway             | goaway          | 2 | copy | injected:goaway injected:ignored retried |"
-  "goaway-abrupt      | goaway-abrupt   | 2 | copy | injected:goaway retried |"
+  # Each connection ended at its 4th request, by a GOAWAY that leaves
+  # the later streams unanswered (a server's limit of requests on a
+  # connection), or that cuts every answer in flight.
+  "goaway             | goaway          | 4 | copy | injected:goaway injected:ignored retried |"
+  "goaway-abrupt      | goaway-abrupt   | 4 | copy | injected:goaway retried |"
   # The same on every answer from the 3rd on: an error once retries=
   # are spent.
   "short-always       | short-always    | 3 | fail:retries exhausted | injected:short |"
@@ -68,13 +74,11 @@ cases=(
   "changed-ignore-if-match | changed-ignore-if-match | 3 | fail:changed since it was opened;ETag | injected:changed |"
 )
 
-# The http-version= values each case runs with ("" for the default):
-# 2TLS always, the default when it offers HTTP/2 (it was 1.1 before
-# the plugin learnt to multiplex HTTP/2 streams).
-versions=(2TLS)
-if ! nbdkit "$PLUGIN" --help 2>&1 | grep -qE '1\.1 \(default\)'; then
-  versions+=(default)
-fi
+# The runs: 2TLS on loopback, the default through the link.  (With the
+# default on loopback the plugin reads over HTTP/1.1, which this server
+# does not speak.)
+runs=(2TLS far)
+rtt=20
 
 # expect_start NAME -- PLUGIN-ARGS...: start nbdkit -r; false if it
 # exits first.
@@ -155,7 +159,7 @@ outcome ()
 # fault server's log in $tmp/h2.log).
 also ()
 {
-  local check=$1 secs=$2
+  local check=$1 secs=$2 n
   case $check in
     injected:goaway)
       grep -q ' goaway last-stream=' "$tmp/h2.log" ||
@@ -185,25 +189,34 @@ also ()
     slower:*)
       awk -v s="$secs" -v min="${check#slower:}" 'BEGIN { exit !(s >= min) }' ||
         echo "BAD: took $secs s, less than timeout=" ;;
+    conns:*)
+      n=$(grep -c ' open alpn=' "$tmp/h2.log" || :)
+      [ "$n" -le "${check#conns:}" ] ||
+        echo "BAD: $n connections, not at most ${check#conns:}" ;;
     -) ;;
     *) echo "BAD: unknown check '$check'" ;;
   esac
 }
 
-for version in "${versions[@]}"; do
+for run in "${runs[@]}"; do
   vargs=()
-  [ "$version" = default ] || vargs=(http-version="$version")
+  [ "$run" != 2TLS ] || vargs=(http-version=2TLS)
   for row in "${cases[@]}"; do
     case_row "$row" name mode nth expect checks args
-    name=$name@$version
+    name=$name@$run
     : >"$tmp/h2.log"
     start_h2_fault_server "$mode" "$tmp/orig.img" "$nth"
+    port=$h2_port
+    if [ "$run" = far ]; then
+      start_linkem "$h2_port" "$rtt"
+      port=$linkem_port
+    fi
     t0=$EPOCHREALTIME
     rm -f "$tmp/out.img"
     st=0
     nbdkit_st=0
     # shellcheck disable=SC2086 # PLUGIN-ARGS are words
-    if expect_start "$name" -- "https://127.0.0.1:$h2_port/disk.img" \
+    if expect_start "$name" -- "https://127.0.0.1:$port/disk.img" \
                     cainfo="$tmp/cert.pem" "${vargs[@]}" "${fast[@]}" $args
     then
       timeout 120 nbdcopy "$uri" "$tmp/out.img" 2>"$tmp/nbdcopy.err" ||
@@ -214,6 +227,7 @@ for version in "${versions[@]}"; do
       st=start
     fi
     secs=$(seconds_since "$t0")
+    [ "$run" != far ] || stop_pid "$linkem_pid"
     stop_pid "$h2_pid"
 
     result=$(outcome "$expect" "$st")

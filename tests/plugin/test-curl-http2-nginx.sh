@@ -4,18 +4,20 @@
 # request in its own access log (proto.log).
 #  (a) nginx offering HTTP/2 by ALPN: a 64 MiB image copied by nbdcopy
 #      (several NBD connections) and by qemu-img convert through one
-#      nbdkit is byte-exact both times, and every request went over
-#      HTTP/2.  With http-version=2TLS, and with the default
-#      http-version when the plugin's default offers HTTP/2; with the
-#      default (the plugin multiplexes HTTP/2 streams on one connection
-#      per origin) all the reads after the probe went over ONE TCP
-#      connection.
+#      nbdkit is byte-exact both times, every request went over HTTP/2,
+#      and every read after the probe over ONE TCP connection (the
+#      probe's, or one more): with http-version=2TLS on loopback, and
+#      with the default (auto) through a 20 ms link (helpers/linkem),
+#      far enough for auto to take HTTP/2.
 #  (b) The same nginx with http-version=1.1: byte-exact, every request
 #      HTTP/1.1, over several connections (the pool).
-#  (c) nginx whose HTTPS port does not offer HTTP/2: with
-#      http-version=2TLS and with the default, the plugin falls back to
-#      HTTP/1.1: byte-exact, every request HTTP/1.1, several
-#      connections.
+#  (c) nginx ending each connection with GOAWAY after 20 requests
+#      (keepalive_requests 20), http-version=2TLS: byte-exact, every
+#      request HTTP/2, on new connections as the old ones end.
+#  (d) nginx whose HTTPS port does not offer HTTP/2: with
+#      http-version=2TLS and with the default, on loopback and through
+#      the link, the plugin falls back to HTTP/1.1: byte-exact, every
+#      request HTTP/1.1, several connections.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -26,21 +28,17 @@ requires qemu-img --version
 make_cert
 
 size=$((64 * 1024 * 1024))
+rtt=20
 logs='access_log DIR/proto.log proto; access_log DIR/access.log ranges;'
 
-# The default http-version offers HTTP/2 since the plugin multiplexes
-# HTTP/2 streams (it was 1.1 before).
-default_h2=yes
-! nbdkit "$PLUGIN" --help 2>&1 | grep -qE '1\.1 \(default\)' || default_h2=no
-
-# copies NAME CLIENTS [PLUGIN-ARGS...]: through nbdkit NAME on $url,
+# copies NAME CLIENTS URL [PLUGIN-ARGS...]: through nbdkit NAME on URL,
 # the copies CLIENTS names ("nbdcopy", "qemu-img" or both), each
 # compared with $image; $tmp/proto-NAME.log is nginx's log of the run:
 #   CONNECTION PROTOCOL METHOD RANGE STATUS BODY-BYTES
 copies ()
 {
-  local name=$1 clients=$2 first c
-  shift 2
+  local name=$1 clients=$2 url=$3 first c
+  shift 3
   first=$(($(wc -l <"$tmp/proto.log") + 1))
   start_nbdkit "$name" -r "$PLUGIN" "$url" cainfo="$tmp/cert.pem" "$@"
   for c in $clients; do
@@ -84,52 +82,68 @@ conns ()
   echo "$1: $conns TCP connections after the probe, $all in all"
 }
 
+# one_conn NAME: the reads of run NAME went over one TCP connection, and
+# the probe's was that one or one more.
+one_conn ()
+{
+  conns "$1"
+  [ "$conns" -eq 1 ] && [ "$all" -le 2 ] ||
+    problem "($1) the reads went over $conns TCP connections ($all in" \
+            "all), not one"
+}
+
+# several_conns NAME: the reads of run NAME went over several TCP
+# connections (the pool: nbdcopy keeps many reads in flight).
+several_conns ()
+{
+  conns "$1"
+  [ "$conns" -ge 2 ] ||
+    problem "($1) the reads went over $conns connection: not in parallel"
+}
+
+# reserve EXTRA: the same $image from a new nginx (start_nginx EXTRA)
+# at $url, and a 20 ms link to its HTTPS port at $far.
+reserve ()
+{
+  [ -z "${nginx_pid:-}" ] || stop_pid "$nginx_pid"
+  [ -z "${linkem_pid:-}" ] || stop_pid "$linkem_pid"
+  [ -z "${image:-}" ] || mv "$image" "$tmp/image.keep"
+  serve_image "$size" "$1"
+  [ ! -f "$tmp/image.keep" ] || mv "$tmp/image.keep" "$image"
+  start_linkem "$tlsport" "$rtt"
+  far=https://127.0.0.1:$linkem_port/disk.img
+}
+
 # (a)
-serve_image "$size" "$logs"
-h2_runs=(2tls)
-[ $default_h2 = no ] || h2_runs+=(default)
-for run in "${h2_runs[@]}"; do
-  if [ "$run" = 2tls ]; then
-    copies h2_2tls "nbdcopy qemu-img" http-version=2TLS
-  else
-    copies h2_default "nbdcopy qemu-img"
-  fi
-  all_over "h2_$run" HTTP/2.0
-  conns "h2_$run"
-  if [ "$run" = default ]; then
-    # Multiplexed: the probe's connection, or one more (the probe's
-    # answer may come before the reads' connection is known to multiplex).
-    [ "$conns" -eq 1 ] && [ "$all" -le 2 ] ||
-      problem "(h2_$run) the reads went over $conns TCP connections" \
-              "($all in all), not one"
-  fi
-done
-[ $default_h2 = yes ] ||
-  echo "the default http-version is 1.1: not run with the default"
+reserve "$logs"
+copies h2_2tls "nbdcopy qemu-img" "$url" http-version=2TLS
+all_over h2_2tls HTTP/2.0
+one_conn h2_2tls
+copies h2_far "nbdcopy qemu-img" "$far"
+all_over h2_far HTTP/2.0
+one_conn h2_far
 
 # (b)
-copies h1 nbdcopy http-version=1.1
+copies h1 nbdcopy "$url" http-version=1.1
 all_over h1 HTTP/1.1
-conns h1
-[ "$conns" -ge 2 ] ||
-  problem "(h1) the reads went over $conns connection: not in parallel"
+several_conns h1
 
-# (c) The same image from an nginx without HTTP/2.
-stop_pid "$nginx_pid"
-cp "$image" "$tmp/image.img"
-nginx_http2= serve_image 1 "$logs"
-cp "$tmp/image.img" "$image"
-for run in 2tls default; do
-  if [ "$run" = 2tls ]; then
-    copies fallback_2tls nbdcopy http-version=2TLS
-  else
-    copies fallback_default nbdcopy
-  fi
-  all_over "fallback_$run" HTTP/1.1
-  conns "fallback_$run"
-  [ "$conns" -ge 2 ] ||
-    problem "(fallback_$run) the reads went over $conns connection:" \
-            "not in parallel"
+# (c)
+reserve "$logs keepalive_requests 20;"
+copies goaway nbdcopy "$url" http-version=2TLS
+all_over goaway HTTP/2.0
+conns goaway
+[ "$all" -ge 3 ] ||
+  problem "(goaway) $all TCP connections: nginx's GOAWAY was not seen"
+
+# (d)
+nginx_http2= reserve "$logs"
+copies fallback_2tls nbdcopy "$url" http-version=2TLS
+copies fallback_default nbdcopy "$url"
+copies fallback_far nbdcopy "$far"
+for run in fallback_2tls fallback_default fallback_far; do
+  all_over "$run" HTTP/1.1
+  several_conns "$run"
 done
 
 check_problems
