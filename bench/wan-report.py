@@ -24,8 +24,8 @@ from reportlib import (  # noqa: E402
     meta_lines, parse_labels, read_rows, remove_stale, status_note,
     summarize, write_csv, write_lines)
 
-ORDER = ["plugin", "plugin-t64", "plugin-nora", "upstream", "upstream-ra",
-         "debian", "curl", "aria2c"]
+ORDER = ["plugin", "plugin-h1", "plugin-t64", "plugin-nora", "upstream",
+         "upstream-ra", "debian", "curl", "aria2c"]
 DESC = {
     "seq": 'nbdcopy "$uri" null:  (MiB/s of the client alone)',
     "qemu": 'qemu-img convert -n -f raw "$uri" null-co  (MiB/s); '
@@ -202,7 +202,7 @@ def main():
                             ["%.1f" % ceil if ceil else "", csv_ratio(rc),
                              "", ""])
         rc_rows = []
-        for c in ("plugin", "upstream"):
+        for c in ("plugin", "plugin-h1", "upstream"):
             r_ = samples.get(cell + ("rss", c))
             n_ = samples.get(cell + ("conns", c))
             if r_ is None and n_ is None:
@@ -578,7 +578,7 @@ def write_start_chart(a, labels, cells, med, npass, nfail):
               ("qemu", ("whole-qemu", "redir-qemu"), 1.0))
     for panel, scs, scale in panels:
         for sc in scs:
-            for c in ["plugin", "upstream", "debian", "curl"]:
+            for c in ["plugin", "plugin-h1", "upstream", "debian", "curl"]:
                 for t in transports:
                     src = CURL_UNDER.get(sc, sc) if c == "curl" else sc
                     pts = [(r, med((r, t), src, c)) for r in rtts
@@ -635,7 +635,8 @@ def write_chart(a, labels, cells, med, npass, nfail, line_mibs):
     transports, rtts = rtt_axis(cells)
     series = []   # (scenario, contender, transport, [(rtt, v)])
     for sc in ("seq", "qemu"):
-        for c in ["plugin", "upstream", "debian", "curl", "aria2c"]:
+        for c in ["plugin", "plugin-h1", "upstream", "debian", "curl",
+                  "aria2c"]:
             if sc == "qemu" and c in ("curl", "aria2c"):
                 continue    # plotted from seq in both panels
             for t in transports:
