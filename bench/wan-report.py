@@ -89,7 +89,7 @@ def main():
 
     samples = {}   # (rtt, transport, scenario, contender) -> [values]
     bad = {}       # same key -> {status: n}
-    counts = {}    # same key -> {"front": [n], "origin": [n]}
+    counts = {}    # same key -> {"front": [n], "origin": [n], "conns": [n]}
     overhead = {}  # client -> [seconds] (nbdkit null --run CLIENT)
     cells = []
     for row in read_rows(a.raw):
@@ -102,7 +102,8 @@ def main():
         if cell not in cells:
             cells.append(cell)
         k = cell + (row["scenario"], row["contender"])
-        for col, name in (("front_req", "front"), ("origin_req", "origin")):
+        for col, name in (("front_req", "front"), ("origin_req", "origin"),
+                          ("tcp_conns", "conns")):
             if row.get(col):
                 counts.setdefault(k, {}).setdefault(name, []).append(
                     int(row[col]))
@@ -136,6 +137,10 @@ def main():
     def ceiling(cell, sc, c):
         return ceiling_of(cell, sc, c, a.threads)
 
+    def conns(cell, sc, c):
+        """The TCP connections the runs of a row opened: [n, ...]."""
+        return counts.get(key(cell, sc, c), {}).get("conns", [])
+
     line_mibs = a.rate_mbit * 1e6 / 8 / 1048576
 
     lines = meta_lines(a.meta)
@@ -149,6 +154,11 @@ def main():
                  "depth) / RTT: 16x1/RTT for rand1,")
     lines.append("16x4/RTT for rand4, 64/RTT for -t 64 (nbdkit's default "
                  "is %d threads)." % a.threads)
+    lines.append("TCP conns: the connections the contender opened to the "
+                 "image's server per run")
+    lines.append("(linkem's accepts; an NBD contender's from nbdkit's start "
+                 "to its exit, probe included),")
+    lines.append("one figure, or the range over the rounds.")
 
     rows = []
     refs = ["curl", "aria2c", "plugin", "upstream", "debian"]
@@ -166,9 +176,11 @@ def main():
             lines.append("")
             lines.append("== RTT %d ms, %s, %s: %s" % (cell[0], cell[1], sc,
                                                         DESC[sc]))
-            lines.append("%-24s %2s %9s %9s %9s  %7s %7s %7s %7s %7s %7s" % (
-                "contender", "n", "median", "min", "max", "/curl", "/aria2c",
-                "/plugin", "/upstr", "/debian", "/ceil"))
+            lines.append("%-24s %2s %9s %9s %9s  %7s %7s %7s %7s %7s %7s "
+                         "%9s" % (
+                             "contender", "n", "median", "min", "max",
+                             "/curl", "/aria2c", "/plugin", "/upstr",
+                             "/debian", "/ceil", "TCP conns"))
             for c in present:
                 if rand and c in ("curl", "aria2c"):
                     continue
@@ -177,12 +189,13 @@ def main():
                 if sc == "qemu" and c in ("curl", "aria2c"):
                     name += " (seq)"
                 note = status_note(bad.get(key(cell, sc, c)))
+                tc = conns(cell, sc, c)
                 if not st:
                     lines.append("%-24s %2d %9s%s" % (name, 0, "no data",
                                                       note))
                     rows.append([cell[0], cell[1], sc, c,
                                  "IOPS" if rand else "MiB/s", 0] +
-                                [""] * 12)
+                                [""] * 12 + conn_cols(tc))
                     continue
                 m, lo, hi, n = st
                 rs = [ratio(cell, sc, c, ref) for ref in refs]
@@ -191,16 +204,16 @@ def main():
                 ceil = ceiling(cell, sc, c) if rand else None
                 rc = m / ceil if ceil else None
                 f = "%.0f" if rand else "%.1f"
-                lines.append("%-24s %2d %9s %9s %9s  %s %s%s" % (
+                lines.append("%-24s %2d %9s %9s %9s  %s %s %9s%s" % (
                     name, n, f % m, f % lo, f % hi,
                     " ".join("%7s" % fmt_ratio(r) for r in rs),
-                    "%7s" % fmt_ratio(rc), note))
+                    "%7s" % fmt_ratio(rc), fmt_conns(tc), note))
                 rows.append([cell[0], cell[1], sc, c,
                              "IOPS" if rand else "MiB/s", n,
                              "%.2f" % m, "%.2f" % lo, "%.2f" % hi] +
                             [csv_ratio(r) for r in rs] +
                             ["%.1f" % ceil if ceil else "", csv_ratio(rc),
-                             "", ""])
+                             "", ""] + conn_cols(tc))
         rc_rows = []
         for c in ("plugin", "plugin-h1", "upstream"):
             r_ = samples.get(cell + ("rss", c))
@@ -216,7 +229,7 @@ def main():
                 if v_:
                     rows.append([cell[0], cell[1], sc_, c, u_, len(v_),
                                  "%g" % max(v_), "%g" % min(v_),
-                                 "%g" % max(v_)] + [""] * 9)
+                                 "%g" % max(v_)] + [""] * 11)
         if rc_rows:
             lines.append("")
             lines.append("== RTT %d ms, %s: one untimed nbdcopy, default "
@@ -232,7 +245,7 @@ def main():
                "median", "min", "max", "ratio_curl", "ratio_aria2c",
                "ratio_plugin", "ratio_upstream", "ratio_debian",
                "ceiling_iops", "ratio_ceiling", "front_req_median",
-               "origin_req_median"], rows)
+               "origin_req_median", "tcp_conns_min", "tcp_conns_max"], rows)
 
     # Targets.
     targets = Targets(unmeasured="FAIL")
@@ -305,7 +318,7 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                     m[c] * 1000, extra))
             rows.append([0, "-", "client-overhead", c, "s",
                          len(overhead.get(c, [])),
-                         "%.4f" % m[c] if c in m else ""] + [""] * 11)
+                         "%.4f" % m[c] if c in m else ""] + [""] * 13)
         lines.append("")
         lines.append("Client overhead, nbdkit -r -U - null 1M --run CLIENT "
                      "(no network; medians of 5):")
@@ -340,12 +353,12 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                                  cell[0], cell[1], sc, START_DESC[sc]))
             unit = ("IOPS" if sc == "redir-rand1" else
                     "MiB/s" if served else "ms" if first else "s")
-            lines.append("%-24s %2s %9s %9s %9s %7s %7s %7s %7s %7s  %s" % (
-                "contender", "n", "median", "min", "max",
-                "MiB/s" if not first and not served else "",
-                "/curl", "/upstr", "/debian",
-                "/ceil" if sc == "redir-rand1" else "",
-                "requests: front, origin"))
+            lines.append("%-24s %2s %9s %9s %9s %7s %7s %7s %7s %7s %9s  %s"
+                         % ("contender", "n", "median", "min", "max",
+                            "MiB/s" if not first and not served else "",
+                            "/curl", "/upstr", "/debian",
+                            "/ceil" if sc == "redir-rand1" else "",
+                            "TCP conns", "requests: front, origin"))
             for c in present:
                 k = key(cell, sc, c)
                 st = stats(cell, sc, c)
@@ -355,6 +368,7 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                 note = status_note(bad.get(k))
                 front, origin = cnt(k, "front"), cnt(k, "origin")
                 reqs = "%s, %s" % (fmt_cnt(front), fmt_cnt(origin))
+                tc = counts.get(k, {}).get("conns", [])
                 if not st:
                     lines.append("%-24s %2d %9s  %s%s" % (name, 0, "no data",
                                                          reqs, note))
@@ -377,11 +391,12 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                     served or first) else "%.2f"
                 mibs = ("%.1f" % (a.size_mib / m)) if (
                     not first and not served and a.size_mib) else ""
-                lines.append("%-24s %2d %9s %9s %9s %7s %s %7s  %s%s" % (
+                lines.append("%-24s %2d %9s %9s %9s %7s %s %7s %9s  %s%s" % (
                     name, n, f % (m * scale), f % (lo * scale),
                     f % (hi * scale), mibs,
                     " ".join("%7s" % fmt_ratio(x) for x in rs),
-                    "%.2fx" % rc if rc is not None else "", reqs, note))
+                    "%.2fx" % rc if rc is not None else "", fmt_conns(tc),
+                    reqs, note))
                 rows.append([cell[0], cell[1], sc, c,
                              "IOPS" if sc == "redir-rand1" else
                              "MiB/s" if served else "s", n,
@@ -390,7 +405,8 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                              csv_ratio(rs[2]), "%.1f" % ceil if ceil else "",
                              csv_ratio(rc),
                              "%g" % front[0] if front else "",
-                             "%g" % origin[0] if origin else ""])
+                             "%g" % origin[0] if origin else ""] +
+                            conn_cols(tc))
 
 
 def qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
@@ -434,7 +450,8 @@ def qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
                              "%.2f" % m, "%.2f" % lo, "%.2f" % hi,
                              csv_ratio(rs[0]), "", "", csv_ratio(rs[1]),
                              "", "", "", "",
-                             reqs if o else ""])
+                             reqs if o else ""] +
+                            conn_cols(counts.get(k, {}).get("conns", [])))
             if key(cell, sc, "curl") in samples:
                 st = stats(cell, sc, "curl")
                 if st:
@@ -471,6 +488,20 @@ def qd_targets(cells, samples, key, ratio, target, counts):
                 if cell + (sc, ref) in samples:
                     target("%s %s ahead of %s" % (cn, sc, ref),
                            ratio(cell, sc, "plugin", ref), ">", 1.0)
+
+
+def fmt_conns(v):
+    """The TCP connections of a row's runs: "1", "12-16" (the range),
+    or "-" without a count."""
+    if not v:
+        return "-"
+    lo, hi = min(v), max(v)
+    return "%d" % lo if lo == hi else "%d-%d" % (lo, hi)
+
+
+def conn_cols(v):
+    """wan-summary.csv's tcp_conns_min and tcp_conns_max."""
+    return ["%d" % min(v), "%d" % max(v)] if v else ["", ""]
 
 
 def ceiling_of(cell, sc, c, threads):
