@@ -288,7 +288,8 @@ config_apply (CURL *e)
    * 7.88's HTTP/2 receive path cost a third of the throughput here
    * (bench/run seq-r-h2 against seq-r-https, 1 GiB: 2.73 s vs 1.98 s).
    */
-  SET (CURLOPT_HTTP_VERSION, cfg.http_version);
+  SET (CURLOPT_HTTP_VERSION, cfg.http_version == HTTP_VERSION_AUTO
+       ? CURL_HTTP_VERSION_1_1 : cfg.http_version);
   SET (CURLOPT_CONNECTTIMEOUT, (long) cfg.timeout);
   /* A stall, not a slow but moving transfer, is what timeout= bounds:
    * a healthy 32 MiB request on a slow link may take longer than that.

@@ -85,7 +85,7 @@ static int
 curl_get_ready (void)
 {
   if (script_init () == -1 || connection_init () == -1 ||
-      engine_init () == -1 || pool_init () == -1)
+      mux_init () == -1 || engine_init () == -1 || pool_init () == -1)
     return -1;
   prefetch_init ();
   return probe_object ();
@@ -95,6 +95,8 @@ curl_get_ready (void)
 static int
 curl_after_fork (void)
 {
+  if (mux_start () == -1)
+    return -1;
   pool_start ();
   return 0;
 }

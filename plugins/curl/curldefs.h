@@ -158,9 +158,23 @@ extern void conn_free (struct conn *c);
 extern void conn_stop (void);
 extern bool conn_took_spare (struct conn *c);
 
+/* mux.c: HTTP/2, every request a stream on one connection.  At most
+ * MUX_STREAMS requests in flight (the pool's handles): 16 nbdkit
+ * threads for each of nbdcopy's 4 connections.
+ */
+#define MUX_STREAMS 64
+extern int mux_init (void);
+extern bool mux_on (void);
+extern long mux_http_version (void);
+extern bool mux_choose (CURL *e, int64_t rtt);
+extern int mux_start (void);
+extern CURLcode mux_perform (CURL *e);
+extern void mux_unload (void);
+
 /* spares.c: connections opened beside the probe, for the pool. */
 extern void spares_want (unsigned n);
 extern void spares_open_to (const char *ip, int port);
+extern void spares_open_beside (CURL *e);
 extern curl_socket_t spares_take (const struct curl_sockaddr *a);
 extern unsigned spares_count (void);
 extern void spares_drop (void);

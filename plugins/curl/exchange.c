@@ -125,6 +125,7 @@ set_request (CURL *e, struct xfer *x, const char *url,
   char range[MAX_SPANS * 42];
 
   curl_easy_setopt (e, CURLOPT_URL, url);
+  curl_easy_setopt (e, CURLOPT_HTTP_VERSION, mux_http_version ());
   callbacks_attach (e, x);
   switch (x->q.method) {
   case HEAD:
@@ -180,7 +181,7 @@ exchange_one (struct conn *c, struct xfer *x, const char *url,
   x->conn = c;
   c->errbuf[0] = '\0';
   set_request (e, x, url, headers, cookie, trusted);
-  rc = curl_easy_perform (e);
+  rc = mux_on () ? mux_perform (e) : curl_easy_perform (e);
   if (curl_debug_times)
     timing_add (e);
   if (curl_debug_requests) {

@@ -43,6 +43,10 @@
  */
 #define MAX_CONNECTIONS 256
 #define MAX_RENEW (86400 * 365)
+/* http-version=auto: HTTP/2 on one connection where the server offers
+ * it and is far, else HTTP/1.1 (mux.c).  Not one of libcurl's values.
+ */
+#define HTTP_VERSION_AUTO (-1L)
 
 #define CURL_PARAMS(P)                                                  \
   P ("url", string, const char *, url, NULL, 0, 0, false,              \
@@ -122,10 +126,10 @@
   P ("proxy-capath", string, const char *, proxy_capath, NULL, 0, 0,    \
      false,                                                             \
      "proxy-capath=<DIR>        Directory of CA certificates for it.\n") \
-  P ("http-version", http, long, http_version, CURL_HTTP_VERSION_1_1,   \
+  P ("http-version", http, long, http_version, HTTP_VERSION_AUTO,       \
      0, 0, false,                                                       \
-     "http-version=<VERSION>    none, 1.0, 1.1 (default), 2.0, 2TLS,\n" \
-     "                          2-prior-knowledge, 3, 3only.\n")        \
+     "http-version=<VERSION>    auto (default), none, 1.0, 1.1, 2.0,\n" \
+     "                          2TLS, 2-prior-knowledge, 3, 3only.\n")  \
   P ("ssl-version", ssl, long, ssl_version, CURL_SSLVERSION_DEFAULT,    \
      0, 0, false,                                                       \
      "ssl-version=<VERSION>     default, tlsv1, tlsv1.0 ... tlsv1.3.\n") \

@@ -89,7 +89,8 @@ pool_init (void)
   pthread_condattr_init (&read_cond_attr);
   pthread_condattr_setclock (&read_cond_attr, CLOCK_MONOTONIC);
   read_cond_attr_made = true;
-  pool.free = calloc (cfg.connections, sizeof pool.free[0]);
+  pool.free = calloc (cfg.connections > MUX_STREAMS
+                     ? cfg.connections : MUX_STREAMS, sizeof pool.free[0]);
   if (pool.free == NULL) {
     nbdkit_error ("calloc: %m");
     return -1;
@@ -103,6 +104,10 @@ pool_unload (void)
   unsigned i;
 
   conn_stop ();
+  /* Before the handles: the multi handle's connections are closed
+   * through the callbacks of the handle that opened each.
+   */
+  mux_unload ();
 
   /* Called once no request runs, so every handle is back on the stack. */
   for (i = 0; i < pool.nr_free; i++)
@@ -127,6 +132,8 @@ static bool slow_locked (void);
 static unsigned
 limit_locked (void)
 {
+  if (mux_on ())
+    return MUX_STREAMS;
   if (slow_locked () || cfg.connections < NEAR_CONNECTIONS)
     return cfg.connections;
   return NEAR_CONNECTIONS;
@@ -279,7 +286,7 @@ unqueue_locked (struct read_req *r)
 static bool
 slow_locked (void)
 {
-  return pool.slow;
+  return pool.slow && !mux_on ();
 }
 
 /* One handle's share of the reads in flight.  With more reads than

@@ -78,9 +78,10 @@ probe_object (void)
   if (c == NULL)
     return -1;                  /* conn_new reported why */
   /* The pool's other connections open while the probe waits for its
-   * answer (see "Spare connections" in spares.c).
+   * answer (see "Spare connections" in spares.c); when the probe tries
+   * HTTP/2, only if the server answers in HTTP/1.1 (probe_on).
    */
-  if (!cfg.is_file)
+  if (!cfg.is_file && !mux_on ())
     spares_want (cfg.connections - 1);
   r = probe_on (c);
   spares_want (0);
@@ -143,6 +144,8 @@ probe_on (struct conn *c)
     return probe_file (c);
   if (engine_get_first (c, &get, 0, first, sizeof first, &got) == -1)
     return -1;
+  if (mux_choose (c->easy, timing_round_trip ()))
+    spares_open_beside (c->easy);
   if (get.size < 0) {
     nbdkit_error ("GET %s: the answer does not give the object's size "
                   "(Content-Range total is '*')", cfg.shown_url);

@@ -212,6 +212,7 @@ value_http (const char *key, const char *value, void *field,
             unsigned lo, unsigned hi)
 {
   static const struct word words[] = {
+    { "auto", HTTP_VERSION_AUTO },
     { "none", CURL_HTTP_VERSION_NONE },
     { "1.0", CURL_HTTP_VERSION_1_0 },
     { "1.1", CURL_HTTP_VERSION_1_1 },

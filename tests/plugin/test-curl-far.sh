@@ -14,7 +14,9 @@
 #      and makes 16 connections too.
 #  (b) connections=3: 2 spares, exactly 3 connections in all, also after
 #      random reads.
-#  (c) HTTPS (cainfo=): byte-exact copy, 16 connections in all.
+#  (c) HTTPS (cainfo=) with http-version=1.1: byte-exact copy, 16
+#      connections in all; by default, nginx offering HTTP/2: no spare
+#      opened, a byte-exact copy, and one TCP connection in all.
 #  (d) nginx on loopback, no link: the spares are closed once the probe
 #      has answered; only the probe's connection and its one request.
 #  (e) a server that closes connections that send no request within half
@@ -163,14 +165,28 @@ carried 3 "(b) connections=3"
 
 # (c)
 mark
-start_nbdkit tls -r -v "$PLUGIN" "$https_far" cainfo="$tmp/cert.pem"
+start_nbdkit tls -r -v "$PLUGIN" "$https_far" cainfo="$tmp/cert.pem" \
+  http-version=1.1
 wait_log "$tmp/tls.err" ': answers take [0-9]* ms: 15 spare connections open'
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 assert_same_file "$image" "$tmp/out.img"
 rm -f "$tmp/out.img"
-used_conns 16 "(c) https, after a copy"
+used_conns 16 "(c) https, HTTP/1.1, after a copy"
 stop_nbdkit tls
-carried 16 "(c) https"
+carried 16 "(c) https, HTTP/1.1"
+
+# (c) By default nginx's HTTP/2 is taken: no spare, one connection.
+mark
+start_nbdkit tls2 -r -v "$PLUGIN" "$https_far" cainfo="$tmp/cert.pem"
+wait_log "$tmp/tls2.err" 'HTTP/2: requests as streams on one connection'
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
+rm -f "$tmp/out.img"
+! grep -q 'spare connections' "$tmp/tls2.err" ||
+  problem "(c) https, HTTP/2: $(grep 'spare connections' "$tmp/tls2.err")"
+expect_conns 1 "(c) https, HTTP/2, after a copy"
+stop_nbdkit tls2
+carried 1 "(c) https, HTTP/2"
 
 # (d)
 mark

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test-curl-tls-options.sh: http-version=2.0 and none speak HTTP/2 to
-# nginx over TLS, 1.0 HTTP/1.0 (nginx logs the protocol), each with a
-# byte-exact copy, and the default stays HTTP/1.1; TLS settings the server refuses stop nbdkit at start-up
+# nginx over TLS, 1.0 HTTP/1.0, 1.1 HTTP/1.1 (nginx logs the protocol),
+# each with a byte-exact copy; the default (auto) asks the probe's GET
+# over HTTP/2 and, the server being on loopback, every read over HTTP/1.1
+# (see "HTTP version" in the manual).  TLS settings the server refuses stop nbdkit at start-up
 # with libcurl's reason: ssl-version=tlsv1.3 against a TLS 1.2 server,
 # and a TLS 1.2 cipher list the server does not offer.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -17,7 +19,7 @@ serve_image $((2 * 1024 * 1024 + 9)) 'access_log DIR/headers.log hdrs;
     ssl_ciphers ECDHE-RSA-AES256-GCM-SHA384;'
 
 # none: libcurl's choice, HTTP/2 by ALPN where nginx offers it.
-for v in 2.0 none 1.0 default; do
+for v in 2.0 none 1.0 1.1 default; do
   args=("cainfo=$tmp/cert.pem")
   [ "$v" = default ] || args+=("http-version=$v")
   rm -f "$tmp/out.img"
@@ -31,6 +33,15 @@ for v in 2.0 none 1.0 default; do
     1.0) want=HTTP/1.0 ;;
     *) want=HTTP/1.1 ;;
   esac
+  # The default's probe: its first GET, and only that one, over HTTP/2.
+  if [ "$v" = default ]; then
+    head -1 "$tmp/headers.log" | grep -q '^GET HTTP/2.0 ' &&
+      [ "$(grep -c '^GET HTTP/2.0 ' "$tmp/headers.log")" -eq 1 ] || {
+      cat "$tmp/headers.log" >&2
+      fail "http-version=default: expected the probe's GET (only) over HTTP/2"
+    }
+    sed -i 1d "$tmp/headers.log"
+  fi
   n=$(grep -c "^GET $want " "$tmp/headers.log" || :)
   other=$(grep '^GET ' "$tmp/headers.log" | grep -vc "^GET $want " || :)
   [ "$n" -ge 2 ] && [ "$other" -eq 0 ] || {

@@ -1,0 +1,347 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * HTTP/2: every request as a stream on one connection.
+ *
+ * libcurl multiplexes only the transfers of one multi handle: easy
+ * handles performed each in its own thread never share a connection.
+ * So where the server speaks HTTP/2 (mux_choose, after the probe's
+ * first answer), each request's easy handle is handed to one multi
+ * handle, which a thread of this file drives, and the nbdkit thread
+ * that asked waits for its end: mux_perform stands in for
+ * curl_easy_perform.  The handle keeps its callbacks (callbacks.c), so
+ * each answer is judged as it arrives exactly as over HTTP/1.1, only in
+ * this file's thread; the verdict, the retries and the copy to the
+ * client stay in the thread that asked (exchange.c, engine.c).
+ *
+ * CURLOPT_PIPEWAIT makes a request wait for the connection being made
+ * instead of opening another: all requests go on one connection per
+ * origin, up to the server's limit of concurrent streams (nginx: 128),
+ * beyond which libcurl opens another, up to connections= per origin.
+ * libcurl 7.88 offers a 32 MiB window per stream and on the connection,
+ * more than a 1 Gbit/s link holds over 100 ms, so one connection fills
+ * such a link.
+ *
+ * The probe runs in .get_ready, before nbdkit forks, where no thread
+ * may start: there mux_perform drives the multi handle itself.  The
+ * probe's connection stays in the multi handle's cache, and the thread
+ * (mux_start, once nbdkit runs) goes on with it.
+ */
+
+#include <config.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+
+/* One request handed to the thread.  Lives on the waiting thread's
+ * stack until done.
+ */
+struct mux_req {
+  CURL *easy;
+  CURLcode rc;
+  bool done;
+  pthread_cond_t cond;
+  struct mux_req *next;
+};
+
+static struct {
+  pthread_mutex_t lock;
+  CURLM *multi;
+  bool on;                      /* requests go through the multi handle */
+  bool running;                 /* its thread runs */
+  bool stop;                    /* ... and is to end */
+  pthread_t thread;
+  struct mux_req *head, *tail;  /* handed over, not yet added */
+} mux = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Whether url= (or url-script's first URL, not known yet) is https. */
+static bool
+over_tls (void)
+{
+  CURLUcode rc;
+  char *scheme;
+  bool tls;
+
+  if (cfg.url == NULL)
+    return true;
+  scheme = config_url_scheme (cfg.url, &rc);
+  tls = scheme != NULL && strcasecmp (scheme, "https") == 0;
+  curl_free (scheme);
+  return tls;
+}
+
+/* Whether the probe should try HTTP/2 on the multi handle: over TLS
+ * where HTTP/2 is offered by ALPN (http-version=auto, 2.0, 2TLS), and
+ * wherever 2-prior-knowledge says so.  A server that answers in
+ * HTTP/1.1 costs nothing but the probe's connection (mux_choose).
+ */
+static bool
+mux_wanted (void)
+{
+  if (cfg.is_file ||
+      !(curl_version_info (CURLVERSION_NOW)->features & CURL_VERSION_HTTP2))
+    return false;
+  switch (cfg.http_version) {
+  case HTTP_VERSION_AUTO:
+  case CURL_HTTP_VERSION_2_0:
+  case CURL_HTTP_VERSION_2TLS:
+    return over_tls ();
+  case CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* Before the probe: a multi handle if HTTP/2 is to be tried. */
+int
+mux_init (void)
+{
+  if (!mux_wanted ())
+    return 0;
+  mux.multi = curl_multi_init ();
+  if (mux.multi == NULL) {
+    nbdkit_error ("curl_multi_init: failed");
+    return -1;
+  }
+  curl_multi_setopt (mux.multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
+  curl_multi_setopt (mux.multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+                     (long) cfg.connections);
+  curl_multi_setopt (mux.multi, CURLMOPT_MAX_CONCURRENT_STREAMS,
+                     (long) MUX_STREAMS);
+  mux.on = true;
+  return 0;
+}
+
+bool
+mux_on (void)
+{
+  return __atomic_load_n (&mux.on, __ATOMIC_RELAXED);
+}
+
+/* The version each request asks for: HTTP/2 on the multi handle,
+ * HTTP/1.1 where http-version=auto chose it, else the user's.
+ */
+long
+mux_http_version (void)
+{
+  if (mux_on ())
+    return cfg.http_version == HTTP_VERSION_AUTO
+      ? CURL_HTTP_VERSION_2TLS : cfg.http_version;
+  return cfg.http_version == HTTP_VERSION_AUTO
+    ? CURL_HTTP_VERSION_1_1 : cfg.http_version;
+}
+
+/* After the probe's first answer on handle e (only in .get_ready): keep
+ * the multi handle if the server answered in HTTP/2, else go back to
+ * HTTP/1.1 and the pool's own connections (true: the caller opens the
+ * spares the probe did not).  With http-version=auto a
+ * server nearer than SLOW_NS is also served over HTTP/1.1: on loopback
+ * libcurl 7.88's HTTP/2 receive path, all on one thread, was slower than
+ * several HTTP/1.1 connections (see "HTTP version" in the manual).
+ */
+bool
+mux_choose (CURL *e, int64_t rtt)
+{
+  long version = 0;
+  const char *why = NULL;
+
+  if (!mux_on ())
+    return false;
+  curl_easy_getinfo (e, CURLINFO_HTTP_VERSION, &version);
+  if (version != CURL_HTTP_VERSION_2_0)
+    why = "the server answered in HTTP/1";
+  else if (cfg.http_version == HTTP_VERSION_AUTO && rtt < SLOW_NS)
+    why = "the server is near: HTTP/1.1 on several connections is faster";
+  if (why == NULL) {
+    nbdkit_debug ("%s: HTTP/2: requests as streams on one connection",
+                  cfg.shown_url);
+    return false;
+  }
+  nbdkit_debug ("%s: not multiplexed: %s", cfg.shown_url, why);
+  mux.on = false;
+  curl_multi_cleanup (mux.multi);       /* closes the probe's connection */
+  mux.multi = NULL;
+  return true;
+}
+
+/* The end of request r: its waiter may go on. */
+static void
+finish (struct mux_req *r, CURLcode rc)
+{
+  pthread_mutex_lock (&mux.lock);
+  r->rc = rc;
+  r->done = true;
+  pthread_cond_signal (&r->cond);
+  pthread_mutex_unlock (&mux.lock);
+}
+
+/* Requests that ended: removed, their waiters woken; how many. */
+static unsigned
+reap (void)
+{
+  int left;
+  unsigned n = 0;
+
+  for (;;) {
+    CURLMsg *m = curl_multi_info_read (mux.multi, &left);
+    CURL *e;
+    CURLcode rc;
+    struct mux_req *r = NULL;
+
+    if (m == NULL)
+      break;
+    if (m->msg != CURLMSG_DONE)
+      continue;
+    e = m->easy_handle;
+    rc = m->data.result;
+    curl_easy_getinfo (e, CURLINFO_PRIVATE, (char **) &r);
+    curl_multi_remove_handle (mux.multi, e);
+    curl_easy_setopt (e, CURLOPT_PRIVATE, NULL);
+    finish (r, rc);
+    n++;
+  }
+  return n;
+}
+
+static CURLcode
+add (struct mux_req *r)
+{
+  CURLMcode mc;
+
+  curl_easy_setopt (r->easy, CURLOPT_PIPEWAIT, 1L);
+  curl_easy_setopt (r->easy, CURLOPT_PRIVATE, (char *) r);
+  mc = curl_multi_add_handle (mux.multi, r->easy);
+  if (mc == CURLM_OK)
+    return CURLE_OK;
+  nbdkit_debug ("curl_multi_add_handle: %s", curl_multi_strerror (mc));
+  return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+}
+
+/* The thread: add what was handed over, run the transfers, wake the
+ * waiters of those that ended; until mux_stop and none is left.
+ */
+static void *
+drive (void *arg)
+{
+  unsigned running = 0;
+  int still;
+
+  (void) arg;
+  for (;;) {
+    struct mux_req *list, *r, *next;
+    bool stop;
+    CURLcode rc;
+
+    pthread_mutex_lock (&mux.lock);
+    list = mux.head;
+    mux.head = mux.tail = NULL;
+    stop = mux.stop;
+    pthread_mutex_unlock (&mux.lock);
+    for (r = list; r != NULL; r = next) {
+      next = r->next;           /* r may be gone once finished */
+      rc = add (r);
+      if (rc == CURLE_OK)
+        running++;
+      else
+        finish (r, rc);
+    }
+    if (stop && running == 0)
+      break;
+    curl_multi_perform (mux.multi, &still);
+    running -= reap ();
+    curl_multi_poll (mux.multi, NULL, 0, 1000, NULL);
+  }
+  return NULL;
+}
+
+/* Once nbdkit runs (.after_fork): the thread, if HTTP/2 was chosen. */
+int
+mux_start (void)
+{
+  int err;
+
+  if (!mux_on ())
+    return 0;
+  err = pthread_create (&mux.thread, NULL, drive, NULL);
+  if (err != 0) {
+    nbdkit_error ("pthread_create: %s", strerror (err));
+    return -1;
+  }
+  mux.running = true;
+  return 0;
+}
+
+/* Before the thread runs (the probe, in .get_ready): drive the multi
+ * handle here, for this one request.
+ */
+static CURLcode
+perform_here (CURL *e)
+{
+  struct mux_req r = { .easy = e };
+  int still;
+
+  pthread_cond_init (&r.cond, NULL);
+  r.rc = add (&r);
+  while (r.rc == CURLE_OK && !r.done) {
+    curl_multi_perform (mux.multi, &still);
+    if (reap () == 0)
+      curl_multi_poll (mux.multi, NULL, 0, 1000, NULL);
+  }
+  pthread_cond_destroy (&r.cond);
+  return r.rc;
+}
+
+/* Run the request set up on e as a stream on the multi handle: as
+ * curl_easy_perform, in the thread that calls it.
+ */
+CURLcode
+mux_perform (CURL *e)
+{
+  struct mux_req r = { .easy = e };
+
+  if (!mux.running)
+    return perform_here (e);
+  pthread_cond_init (&r.cond, NULL);
+  pthread_mutex_lock (&mux.lock);
+  if (mux.tail != NULL)
+    mux.tail->next = &r;
+  else
+    mux.head = &r;
+  mux.tail = &r;
+  pthread_mutex_unlock (&mux.lock);
+  curl_multi_wakeup (mux.multi);
+  pthread_mutex_lock (&mux.lock);
+  while (!r.done)
+    pthread_cond_wait (&r.cond, &mux.lock);
+  pthread_mutex_unlock (&mux.lock);
+  pthread_cond_destroy (&r.cond);
+  return r.rc;
+}
+
+/* At unload, when no request runs: the thread ends, and the
+ * connections close.
+ */
+void
+mux_unload (void)
+{
+  if (mux.running) {
+    pthread_mutex_lock (&mux.lock);
+    mux.stop = true;
+    pthread_mutex_unlock (&mux.lock);
+    curl_multi_wakeup (mux.multi);
+    pthread_join (mux.thread, NULL);
+    mux.running = false;
+  }
+  if (mux.multi != NULL)
+    curl_multi_cleanup (mux.multi);
+  mux.multi = NULL;
+  mux.on = false;
+}
