@@ -14,8 +14,9 @@ import statistics
 import sys
 
 # One color per contender, the same in every chart.
-COLORS = {"plugin": "#1f77b4", "upstream": "#ff7f0e", "debian": "#d62728",
-          "file": "#9e9e9e", "curl": "#2ca02c", "aria2c": "#9467bd"}
+COLORS = {"plugin": "#1f77b4", "plugin-h1": "#17becf", "upstream": "#ff7f0e",
+          "debian": "#d62728", "file": "#9e9e9e", "curl": "#2ca02c",
+          "aria2c": "#9467bd"}
 
 
 def parse_labels(pairs):

@@ -24,8 +24,8 @@ from reportlib import (  # noqa: E402
     meta_lines, parse_labels, read_rows, remove_stale, status_note,
     summarize, write_csv, write_lines)
 
-ORDER = ["plugin", "plugin-t64", "plugin-nora", "upstream", "upstream-ra",
-         "debian", "curl", "aria2c"]
+ORDER = ["plugin", "plugin-h1", "plugin-t64", "plugin-nora", "upstream",
+         "upstream-ra", "debian", "curl", "aria2c"]
 DESC = {
     "seq": 'nbdcopy "$uri" null:  (MiB/s of the client alone)',
     "qemu": 'qemu-img convert -n -f raw "$uri" null-co  (MiB/s); '
@@ -84,12 +84,15 @@ def main():
     ap.add_argument("--rate-mbit", type=float, default=1000)
     ap.add_argument("--label", action="append", default=[])
     ap.add_argument("--size-mib", type=float, default=0)
+    # CONTENDER:TRANSPORT=PROTOCOL, as nginx logged it in verification.
+    ap.add_argument("--proto", action="append", default=[])
     a = ap.parse_args()
     labels = parse_labels(a.label)
+    protos = parse_labels(a.proto)
 
     samples = {}   # (rtt, transport, scenario, contender) -> [values]
     bad = {}       # same key -> {status: n}
-    counts = {}    # same key -> {"front": [n], "origin": [n]}
+    counts = {}    # same key -> {"front": [n], "origin": [n], "conns": [n]}
     overhead = {}  # client -> [seconds] (nbdkit null --run CLIENT)
     cells = []
     for row in read_rows(a.raw):
@@ -102,7 +105,8 @@ def main():
         if cell not in cells:
             cells.append(cell)
         k = cell + (row["scenario"], row["contender"])
-        for col, name in (("front_req", "front"), ("origin_req", "origin")):
+        for col, name in (("front_req", "front"), ("origin_req", "origin"),
+                          ("tcp_conns", "conns")):
             if row.get(col):
                 counts.setdefault(k, {}).setdefault(name, []).append(
                     int(row[col]))
@@ -136,6 +140,10 @@ def main():
     def ceiling(cell, sc, c):
         return ceiling_of(cell, sc, c, a.threads)
 
+    def conns(cell, sc, c):
+        """The TCP connections the runs of a row opened: [n, ...]."""
+        return counts.get(key(cell, sc, c), {}).get("conns", [])
+
     line_mibs = a.rate_mbit * 1e6 / 8 / 1048576
 
     lines = meta_lines(a.meta)
@@ -149,6 +157,11 @@ def main():
                  "depth) / RTT: 16x1/RTT for rand1,")
     lines.append("16x4/RTT for rand4, 64/RTT for -t 64 (nbdkit's default "
                  "is %d threads)." % a.threads)
+    lines.append("TCP conns: the connections the contender opened to the "
+                 "image's server per run")
+    lines.append("(linkem's accepts; an NBD contender's from nbdkit's start "
+                 "to its exit, probe included),")
+    lines.append("one figure, or the range over the rounds.")
 
     rows = []
     refs = ["curl", "aria2c", "plugin", "upstream", "debian"]
@@ -166,9 +179,11 @@ def main():
             lines.append("")
             lines.append("== RTT %d ms, %s, %s: %s" % (cell[0], cell[1], sc,
                                                         DESC[sc]))
-            lines.append("%-24s %2s %9s %9s %9s  %7s %7s %7s %7s %7s %7s" % (
-                "contender", "n", "median", "min", "max", "/curl", "/aria2c",
-                "/plugin", "/upstr", "/debian", "/ceil"))
+            lines.append("%-24s %2s %9s %9s %9s  %7s %7s %7s %7s %7s %7s "
+                         "%9s" % (
+                             "contender", "n", "median", "min", "max",
+                             "/curl", "/aria2c", "/plugin", "/upstr",
+                             "/debian", "/ceil", "TCP conns"))
             for c in present:
                 if rand and c in ("curl", "aria2c"):
                     continue
@@ -177,12 +192,13 @@ def main():
                 if sc == "qemu" and c in ("curl", "aria2c"):
                     name += " (seq)"
                 note = status_note(bad.get(key(cell, sc, c)))
+                tc = conns(cell, sc, c)
                 if not st:
                     lines.append("%-24s %2d %9s%s" % (name, 0, "no data",
                                                       note))
                     rows.append([cell[0], cell[1], sc, c,
                                  "IOPS" if rand else "MiB/s", 0] +
-                                [""] * 12)
+                                [""] * 12 + conn_cols(tc))
                     continue
                 m, lo, hi, n = st
                 rs = [ratio(cell, sc, c, ref) for ref in refs]
@@ -191,18 +207,18 @@ def main():
                 ceil = ceiling(cell, sc, c) if rand else None
                 rc = m / ceil if ceil else None
                 f = "%.0f" if rand else "%.1f"
-                lines.append("%-24s %2d %9s %9s %9s  %s %s%s" % (
+                lines.append("%-24s %2d %9s %9s %9s  %s %s %9s%s" % (
                     name, n, f % m, f % lo, f % hi,
                     " ".join("%7s" % fmt_ratio(r) for r in rs),
-                    "%7s" % fmt_ratio(rc), note))
+                    "%7s" % fmt_ratio(rc), fmt_conns(tc), note))
                 rows.append([cell[0], cell[1], sc, c,
                              "IOPS" if rand else "MiB/s", n,
                              "%.2f" % m, "%.2f" % lo, "%.2f" % hi] +
                             [csv_ratio(r) for r in rs] +
                             ["%.1f" % ceil if ceil else "", csv_ratio(rc),
-                             "", ""])
+                             "", ""] + conn_cols(tc))
         rc_rows = []
-        for c in ("plugin", "upstream"):
+        for c in ("plugin", "plugin-h1", "upstream"):
             r_ = samples.get(cell + ("rss", c))
             n_ = samples.get(cell + ("conns", c))
             if r_ is None and n_ is None:
@@ -216,7 +232,7 @@ def main():
                 if v_:
                     rows.append([cell[0], cell[1], sc_, c, u_, len(v_),
                                  "%g" % max(v_), "%g" % min(v_),
-                                 "%g" % max(v_)] + [""] * 9)
+                                 "%g" % max(v_)] + [""] * 11)
         if rc_rows:
             lines.append("")
             lines.append("== RTT %d ms, %s: one untimed nbdcopy, default "
@@ -232,7 +248,7 @@ def main():
                "median", "min", "max", "ratio_curl", "ratio_aria2c",
                "ratio_plugin", "ratio_upstream", "ratio_debian",
                "ceiling_iops", "ratio_ceiling", "front_req_median",
-               "origin_req_median"], rows)
+               "origin_req_median", "tcp_conns_min", "tcp_conns_max"], rows)
 
     # Targets.
     targets = Targets(unmeasured="FAIL")
@@ -273,11 +289,24 @@ def main():
 
     start_targets(a, cells, samples, counts, key, med, target)
     qd_targets(cells, samples, key, ratio, target, counts)
+    h2 = Targets(unmeasured="FAIL")
+    h2_targets(cells, samples, protos, med, ratio, ceiling, conns, h2)
 
     lines.append("")
     lines.append("Targets (the project's performance targets; medians):")
     lines += targets.lines(60)
-    npass, nfail = targets.count("PASS"), targets.count("FAIL")
+    if h2.results:
+        lines.append("")
+        lines.append("Issue 22, HTTP/2 on the https port (this plugin by "
+                     "default, against curl --http2;")
+        lines.append("seq, qemu, rand1, rand4: served export, nbdkit's "
+                     "start-up excluded; whole-nbdcopy,")
+        lines.append("whole-qemu: whole process, nbdkit's start-up "
+                     "included; medians; TCP conns: the most in")
+        lines.append("any run of the row, probe included):")
+        lines += h2.lines(60)
+    npass = targets.count("PASS") + h2.count("PASS")
+    nfail = targets.count("FAIL") + h2.count("FAIL")
     lines.append("targets: %d PASS, %d FAIL" % (npass, nfail))
 
     emit(os.path.join(a.out, "wan-table.txt"), lines)
@@ -305,7 +334,7 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                     m[c] * 1000, extra))
             rows.append([0, "-", "client-overhead", c, "s",
                          len(overhead.get(c, [])),
-                         "%.4f" % m[c] if c in m else ""] + [""] * 11)
+                         "%.4f" % m[c] if c in m else ""] + [""] * 13)
         lines.append("")
         lines.append("Client overhead, nbdkit -r -U - null 1M --run CLIENT "
                      "(no network; medians of 5):")
@@ -340,12 +369,12 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                                  cell[0], cell[1], sc, START_DESC[sc]))
             unit = ("IOPS" if sc == "redir-rand1" else
                     "MiB/s" if served else "ms" if first else "s")
-            lines.append("%-24s %2s %9s %9s %9s %7s %7s %7s %7s %7s  %s" % (
-                "contender", "n", "median", "min", "max",
-                "MiB/s" if not first and not served else "",
-                "/curl", "/upstr", "/debian",
-                "/ceil" if sc == "redir-rand1" else "",
-                "requests: front, origin"))
+            lines.append("%-24s %2s %9s %9s %9s %7s %7s %7s %7s %7s %9s  %s"
+                         % ("contender", "n", "median", "min", "max",
+                            "MiB/s" if not first and not served else "",
+                            "/curl", "/upstr", "/debian",
+                            "/ceil" if sc == "redir-rand1" else "",
+                            "TCP conns", "requests: front, origin"))
             for c in present:
                 k = key(cell, sc, c)
                 st = stats(cell, sc, c)
@@ -355,6 +384,7 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                 note = status_note(bad.get(k))
                 front, origin = cnt(k, "front"), cnt(k, "origin")
                 reqs = "%s, %s" % (fmt_cnt(front), fmt_cnt(origin))
+                tc = counts.get(k, {}).get("conns", [])
                 if not st:
                     lines.append("%-24s %2d %9s  %s%s" % (name, 0, "no data",
                                                          reqs, note))
@@ -377,11 +407,12 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                     served or first) else "%.2f"
                 mibs = ("%.1f" % (a.size_mib / m)) if (
                     not first and not served and a.size_mib) else ""
-                lines.append("%-24s %2d %9s %9s %9s %7s %s %7s  %s%s" % (
+                lines.append("%-24s %2d %9s %9s %9s %7s %s %7s %9s  %s%s" % (
                     name, n, f % (m * scale), f % (lo * scale),
                     f % (hi * scale), mibs,
                     " ".join("%7s" % fmt_ratio(x) for x in rs),
-                    "%.2fx" % rc if rc is not None else "", reqs, note))
+                    "%.2fx" % rc if rc is not None else "", fmt_conns(tc),
+                    reqs, note))
                 rows.append([cell[0], cell[1], sc, c,
                              "IOPS" if sc == "redir-rand1" else
                              "MiB/s" if served else "s", n,
@@ -390,7 +421,8 @@ def start_rows(a, labels, cells, samples, bad, counts, overhead, key, stats,
                              csv_ratio(rs[2]), "%.1f" % ceil if ceil else "",
                              csv_ratio(rc),
                              "%g" % front[0] if front else "",
-                             "%g" % origin[0] if origin else ""])
+                             "%g" % origin[0] if origin else ""] +
+                            conn_cols(tc))
 
 
 def qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
@@ -434,7 +466,8 @@ def qd_rows(labels, cells, samples, bad, counts, key, stats, ratio, lines,
                              "%.2f" % m, "%.2f" % lo, "%.2f" % hi,
                              csv_ratio(rs[0]), "", "", csv_ratio(rs[1]),
                              "", "", "", "",
-                             reqs if o else ""])
+                             reqs if o else ""] +
+                            conn_cols(counts.get(k, {}).get("conns", [])))
             if key(cell, sc, "curl") in samples:
                 st = stats(cell, sc, "curl")
                 if st:
@@ -473,10 +506,97 @@ def qd_targets(cells, samples, key, ratio, target, counts):
                            ratio(cell, sc, "plugin", ref), ">", 1.0)
 
 
+def fmt_conns(v):
+    """The TCP connections of a row's runs: "1", "12-16" (the range),
+    or "-" without a count."""
+    if not v:
+        return "-"
+    lo, hi = min(v), max(v)
+    return "%d" % lo if lo == hi else "%d-%d" % (lo, hi)
+
+
+def conn_cols(v):
+    """wan-summary.csv's tcp_conns_min and tcp_conns_max."""
+    return ["%d" % min(v), "%d" % max(v)] if v else ["", ""]
+
+
 def ceiling_of(cell, sc, c, threads):
     conns, qd = FIO[sc]
     t = 64 if c == "plugin-t64" else threads
     return conns * min(t, qd) * 1000.0 / cell[0]
+
+
+# Issue 22's rows: (scenario, what curl's row is) for the line-rate
+# rows, the fio rows against their ceiling.
+H2_CURL = (("seq", "GET"), ("qemu", "GET"),
+           ("whole-nbdcopy", "whole GET"), ("whole-qemu", "whole GET"))
+H2_FIO = ("rand1", "rand4")
+# What each contender must have spoken on the https port.
+H2_PROTO = (("plugin", "HTTP/2.0"), ("plugin-h1", "HTTP/1.1"),
+            ("upstream", "HTTP/2.0"), ("curl", "HTTP/2.0"))
+# Three places, so that a ratio a hair under 0.95 does not print as
+# "0.95x >= 0.95x" beside a FAIL.
+F3 = "%.3fx"
+
+
+def h2_targets(cells, samples, protos, med, ratio, ceiling, conns, t):
+    """issue 22's targets, on the https transport (the port that offers
+    HTTP/2): this plugin's nbdcopy and qemu-img at 0.95x of curl's
+    HTTP/2 GET (served and whole process), fio at 0.95x of the ceiling
+    on one NBD connection and on four, ahead of upstream in each of
+    those, on one TCP connection; and that each contender spoke the
+    protocol its row claims (verification)."""
+    if not any(cell[1] == "https" for cell in cells):
+        return
+    seen = [(c, want, protos["%s:https" % c]) for c, want in H2_PROTO
+            if "%s:https" % c in protos]
+    if seen:
+        t.add("PASS" if all(w == g for _, w, g in seen) else "FAIL",
+              "https: each spoke its row's protocol (verification)",
+              "; ".join("%s %s" % (c, g) if g == w else
+                        "%s %s (not %s)" % (c, g, w) for c, w, g in seen))
+    for cell in cells:
+        if cell[1] != "https":
+            continue
+        cn = "%d ms %s" % cell
+        rows = []
+        for sc, what in H2_CURL:
+            if cell + (sc, "plugin") not in samples:
+                continue
+            rows.append(sc)
+            p = med(cell, sc, "plugin")
+            whole = sc.startswith("whole")
+
+            def faster(ref):
+                # Throughput ratio; for whole-process times, theirs
+                # over ours.
+                if not whole:
+                    return ratio(cell, sc, "plugin", ref)
+                y = med(cell, sc, ref)
+                return y / p if p and y else None
+            t.check("%s %s >= 0.95x curl --http2 %s" % (cn, sc, what),
+                    faster("curl"), ">=", 0.95, fmtv=F3)
+            if cell + (sc, "upstream") in samples:
+                t.check("%s %s ahead of upstream" % (cn, sc),
+                        faster("upstream"), ">", 1.0, fmtv=F3)
+        for sc in H2_FIO:
+            if cell + (sc, "plugin") not in samples:
+                continue
+            rows.append(sc)
+            m = med(cell, sc, "plugin")
+            ceil = ceiling(cell, sc, "plugin")
+            t.check("%s %s >= 0.95x ceiling %.0f IOPS" % (cn, sc, ceil),
+                    m / ceil if m is not None else None, ">=", 0.95,
+                    fmtv=F3)
+            if cell + (sc, "upstream") in samples:
+                t.check("%s %s ahead of upstream" % (cn, sc),
+                        ratio(cell, sc, "plugin", "upstream"), ">", 1.0,
+                        fmtv=F3)
+        if rows:
+            v = [n for sc in rows for n in conns(cell, sc, "plugin")]
+            t.check("%s plugin on 1 TCP connection in every run" % cn,
+                    max(v) if v else None, "<=", 1, fmtv="%g",
+                    note=" (the most, over %s)" % ", ".join(rows))
 
 
 def start_targets(a, cells, samples, counts, key, med, target):
@@ -578,7 +698,7 @@ def write_start_chart(a, labels, cells, med, npass, nfail):
               ("qemu", ("whole-qemu", "redir-qemu"), 1.0))
     for panel, scs, scale in panels:
         for sc in scs:
-            for c in ["plugin", "upstream", "debian", "curl"]:
+            for c in ["plugin", "plugin-h1", "upstream", "debian", "curl"]:
                 for t in transports:
                     src = CURL_UNDER.get(sc, sc) if c == "curl" else sc
                     pts = [(r, med((r, t), src, c)) for r in rtts
@@ -635,7 +755,8 @@ def write_chart(a, labels, cells, med, npass, nfail, line_mibs):
     transports, rtts = rtt_axis(cells)
     series = []   # (scenario, contender, transport, [(rtt, v)])
     for sc in ("seq", "qemu"):
-        for c in ["plugin", "upstream", "debian", "curl", "aria2c"]:
+        for c in ["plugin", "plugin-h1", "upstream", "debian", "curl",
+                  "aria2c"]:
             if sc == "qemu" and c in ("curl", "aria2c"):
                 continue    # plotted from seq in both panels
             for t in transports:

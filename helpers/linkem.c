@@ -2,8 +2,8 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * linkem [--rtt MS] [--rate MBIT] [--window BYTES] [--port-file FILE] [-v]
- *        LISTEN_PORT TARGET_HOST TARGET_PORT
+ * linkem [--rtt MS] [--rate MBIT] [--window BYTES] [--port-file FILE]
+ *        [--count-file FILE] [-v] LISTEN_PORT TARGET_HOST TARGET_PORT
  *
  * A wide-area link in user space, for benchmarks on a machine without
  * the netem qdisc.  It listens on 127.0.0.1:LISTEN_PORT, connects each
@@ -33,6 +33,12 @@
  *  - EOF is delivered (shutdown SHUT_WR) one-way delay after it was
  *    read and after every byte before it; a reset or error on either
  *    side resets both.
+ *
+ * --count-file FILE keeps in FILE the number of connections accepted
+ * so far (0 at start, rewritten after each accept), so a benchmark can
+ * count the TCP connections a client opened through the link, those
+ * that never carried a request included, by reading it before and
+ * after.
  *
  * One thread, non-blocking sockets, level-triggered epoll; due times
  * are in monotonic nanoseconds and the wait is epoll_pwait2 with a
@@ -131,6 +137,7 @@ static socklen_t target_len;
 static uint64_t link_free[2];   /* when each link is next idle */
 static struct conn *conns;
 static unsigned next_id = 1;
+static const char *count_file;
 static volatile sig_atomic_t stop;
 
 static uint64_t
@@ -160,8 +167,8 @@ usage (FILE *fp)
 {
   fprintf (fp,
            "usage: linkem [--rtt MS] [--rate MBIT] [--window BYTES]\n"
-           "              [--port-file FILE] [-v]"
-           " LISTEN_PORT TARGET_HOST TARGET_PORT\n"
+           "              [--port-file FILE] [--count-file FILE] [-v]\n"
+           "              LISTEN_PORT TARGET_HOST TARGET_PORT\n"
            "  --rtt MS         round-trip time, half each way"
            " (default 100)\n"
            "  --rate MBIT      link rate per direction, shared by all"
@@ -172,6 +179,9 @@ usage (FILE *fp)
            "                   (default 16777216)\n"
            "  --port-file FILE write the listening port here"
            " (for LISTEN_PORT 0)\n"
+           "  --count-file FILE\n"
+           "                   keep the number of connections accepted"
+           " so far here\n"
            "  -v               one line per connection when it closes\n");
 }
 
@@ -250,6 +260,26 @@ resolve_target (const char *host, const char *port)
   }
 }
 
+/* Writes N and a newline to path, renamed into place, so a script
+ * reading the file never sees half a number.
+ */
+static int
+write_number (const char *path, unsigned n)
+{
+  char tmp[4096];
+  FILE *fp;
+
+  snprintf (tmp, sizeof tmp, "%s.tmp.%ld", path, (long) getpid ());
+  fp = fopen (tmp, "w");
+  if (fp == NULL || fprintf (fp, "%u\n", n) < 0 || fclose (fp) != 0 ||
+      rename (tmp, path) == -1) {
+    fprintf (stderr, "linkem: %s: %s\n", path, strerror (errno));
+    unlink (tmp);
+    return -1;
+  }
+  return 0;
+}
+
 static void
 make_listener (const char *port_s, const char *port_file)
 {
@@ -280,24 +310,8 @@ make_listener (const char *port_s, const char *port_file)
     exit (EXIT_FAILURE);
   }
 
-  /* Renamed into place, so a script waiting for the file never reads
-   * half a number.
-   */
-  if (port_file) {
-    char tmp[4096];
-    FILE *fp;
-
-    snprintf (tmp, sizeof tmp, "%s.tmp.%ld", port_file, (long) getpid ());
-    fp = fopen (tmp, "w");
-    if (fp == NULL ||
-        fprintf (fp, "%u\n", (unsigned) ntohs (sin.sin_port)) < 0 ||
-        fclose (fp) != 0 ||
-        rename (tmp, port_file) == -1) {
-      fprintf (stderr, "linkem: %s: %s\n", port_file, strerror (errno));
-      unlink (tmp);
-      exit (EXIT_FAILURE);
-    }
-  }
+  if (port_file && write_number (port_file, ntohs (sin.sin_port)) == -1)
+    exit (EXIT_FAILURE);
 }
 
 /* Makes epoll watch e for want.  A socket with nothing wanted stays in
@@ -442,6 +456,8 @@ accept_all (uint64_t now)
       exit (EXIT_FAILURE);
     }
     c->id = next_id++;
+    if (count_file && write_number (count_file, c->id) == -1)
+      exit (EXIT_FAILURE);
     c->end[CLIENT] = (struct end) { .conn = c, .side = CLIENT, .fd = fd };
     c->end[SERVER] = (struct end) { .conn = c, .side = SERVER, .fd = sfd };
     c->accepted = now;
@@ -668,6 +684,7 @@ main (int argc, char *argv[])
     { "rate", required_argument, NULL, 'b' },
     { "window", required_argument, NULL, 'w' },
     { "port-file", required_argument, NULL, 'p' },
+    { "count-file", required_argument, NULL, 'c' },
     { "verbose", no_argument, NULL, 'v' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 }
@@ -696,6 +713,9 @@ main (int argc, char *argv[])
       break;
     case 'p':
       port_file = optarg;
+      break;
+    case 'c':
+      count_file = optarg;
       break;
     case 'v':
       verbose = true;
@@ -747,6 +767,8 @@ main (int argc, char *argv[])
     perror ("linkem: epoll_create1");
     exit (EXIT_FAILURE);
   }
+  if (count_file && write_number (count_file, 0) == -1)
+    exit (EXIT_FAILURE);
   make_listener (argv[optind], port_file);
   set_mask (&listen_end, EPOLLIN);
 
