@@ -55,11 +55,14 @@ cases=(
   "rst-once           | rst-once        | 3 | copy | injected:rst retried |"
   "refused-once       | refused-once    | 3 | copy | injected:refused retried |"
   "stall-once         | stall-once      | 3 | copy | injected:stall retried slower:1 |"
-  # Each connection ended at its 4th request, by a GOAWAY that leaves
+  # Each connection ended at its 4th request by a GOAWAY that leaves
   # the later streams unanswered (a server's limit of requests on a
-  # connection), or that cuts every answer in flight.
+  # connection), or at its 8th by one that cuts every answer in flight.
+  # Cut at its 4th, each new connection dies with the retries of every
+  # stream in flight on it, and the 5 retries ran out in 1 of 6 runs:
+  # all streams share the fate of their connection.
   "goaway             | goaway          | 4 | copy | injected:goaway injected:ignored retried |"
-  "goaway-abrupt      | goaway-abrupt   | 4 | copy | injected:goaway retried |"
+  "goaway-abrupt      | goaway-abrupt   | 8 | copy | injected:goaway retried |"
   # The same on every answer from the 3rd on: an error once retries=
   # are spent.
   "short-always       | short-always    | 3 | fail:retries exhausted | injected:short |"
