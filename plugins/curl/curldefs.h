@@ -166,7 +166,9 @@ extern bool conn_took_spare (struct conn *c);
 extern int mux_init (void);
 extern bool mux_on (void);
 extern long mux_http_version (void);
-extern bool mux_choose (CURL *e, int64_t rtt);
+enum mux_choice { MUX_OFF, MUX_KEPT, MUX_DROPPED, MUX_ASK_HTTP1 };
+extern enum mux_choice mux_choose (CURL *e, int64_t rtt);
+extern void mux_http1_answered (bool answered);
 extern int mux_start (void);
 extern CURLcode mux_perform (CURL *e);
 extern void mux_unload (void);
@@ -199,6 +201,7 @@ extern int spawn_run (const char *what, const char *script,
 extern int engine_init (void);
 extern void engine_unload (void);
 extern enum verdict engine_head (struct conn *c, struct object_info *info);
+extern bool engine_answers (struct conn *c, int64_t size);
 extern int engine_get_first (struct conn *c, struct object_info *info,
                              uint64_t offset, char *buf, uint32_t len,
                              uint32_t *got);

@@ -313,6 +313,26 @@ engine_get_first (struct conn *c, struct object_info *info, uint64_t offset,
   return 0;
 }
 
+/* Whether the server answers the first byte of an object of size bytes
+ * on c, at once, as requests are now asked (mux.c asks whether a near
+ * HTTP/2 server answers HTTP/1.1): one exchange, no retry, nothing
+ * reported.
+ */
+bool
+engine_answers (struct conn *c, int64_t size)
+{
+  char byte;
+  struct read_req req = { .offset = 0, .count = 1, .buf = &byte };
+  struct read_req *reqs[1] = { &req };
+  struct span span = { .first = 0, .last = 0, .reqs = reqs, .nreqs = 1 };
+  struct xfer x = {
+    .q = one_range (0, 0, size), .what = "GET", .offset = 0, .count = 1,
+    .spans = &span,
+  };
+
+  return route_attempt (c, &x) == 0 && x.v == VERDICT_OK;
+}
+
 /* PUT count bytes at offset (Content-Range) on c: the verdict, failures
  * reported, and in *status the last answer's status (0 for none).
  */

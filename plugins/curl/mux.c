@@ -142,37 +142,61 @@ mux_http_version (void)
     ? CURL_HTTP_VERSION_1_1 : cfg.http_version;
 }
 
-/* After the probe's first answer on handle e (only in .get_ready): keep
- * the multi handle if the server answered in HTTP/2, else go back to
- * HTTP/1.1 and the pool's own connections (true: the caller opens the
- * spares the probe did not).  With http-version=auto a
- * server nearer than SLOW_NS is also served over HTTP/1.1: on loopback
- * libcurl 7.88's HTTP/2 receive path, all on one thread, was slower than
- * several HTTP/1.1 connections (see "HTTP version" in the manual).
- */
-bool
-mux_choose (CURL *e, int64_t rtt)
+static void
+mux_drop (const char *why)
 {
-  long version = 0;
-  const char *why = NULL;
-
-  if (!mux_on ())
-    return false;
-  curl_easy_getinfo (e, CURLINFO_HTTP_VERSION, &version);
-  if (version != CURL_HTTP_VERSION_2_0)
-    why = "the server answered in HTTP/1";
-  else if (cfg.http_version == HTTP_VERSION_AUTO && rtt < SLOW_NS)
-    why = "the server is near: HTTP/1.1 on several connections is faster";
-  if (why == NULL) {
-    nbdkit_debug ("%s: HTTP/2: requests as streams on one connection",
-                  cfg.shown_url);
-    return false;
-  }
   nbdkit_debug ("%s: not multiplexed: %s", cfg.shown_url, why);
   mux.on = false;
   curl_multi_cleanup (mux.multi);       /* closes the probe's connection */
   mux.multi = NULL;
-  return true;
+}
+
+/* After the probe's first answer on handle e (only in .get_ready): keep
+ * the multi handle if the server answered in HTTP/2 (MUX_KEPT), else go
+ * back to HTTP/1.1 and the pool's own connections (MUX_DROPPED: the
+ * caller opens the spares the probe did not).
+ *
+ * With http-version=auto a server nearer than SLOW_NS that answered in
+ * HTTP/2 is served over HTTP/1.1 too: on loopback libcurl 7.88's HTTP/2
+ * path, all on one thread, made a third to half the random reads of
+ * HTTP/1.1's connections and batches (see "HTTP version" in the
+ * manual).  But a server may speak only HTTP/2: MUX_ASK_HTTP1 asks the
+ * caller to try one HTTP/1.1 request and say how it went
+ * (mux_http1_answered).
+ */
+enum mux_choice
+mux_choose (CURL *e, int64_t rtt)
+{
+  long version = 0;
+
+  if (!mux_on ())
+    return MUX_OFF;
+  curl_easy_getinfo (e, CURLINFO_HTTP_VERSION, &version);
+  if (version != CURL_HTTP_VERSION_2_0) {
+    mux_drop ("the server answered in HTTP/1");
+    return MUX_DROPPED;
+  }
+  if (cfg.http_version == HTTP_VERSION_AUTO && rtt < SLOW_NS) {
+    mux.on = false;             /* for the caller's HTTP/1.1 request */
+    return MUX_ASK_HTTP1;
+  }
+  nbdkit_debug ("%s: HTTP/2: requests as streams on one connection",
+                cfg.shown_url);
+  return MUX_KEPT;
+}
+
+/* After MUX_ASK_HTTP1: whether the server answered HTTP/1.1. */
+void
+mux_http1_answered (bool answered)
+{
+  if (answered) {
+    mux_drop ("the server is near: HTTP/1.1 on several connections is "
+              "faster");
+    return;
+  }
+  nbdkit_debug ("%s: HTTP/2: the server does not answer HTTP/1.1: "
+                "requests as streams on one connection", cfg.shown_url);
+  mux.on = true;
 }
 
 /* The end of request r: its waiter may go on. */

@@ -144,8 +144,16 @@ probe_on (struct conn *c)
     return probe_file (c);
   if (engine_get_first (c, &get, 0, first, sizeof first, &got) == -1)
     return -1;
-  if (mux_choose (c->easy, timing_round_trip ()))
+  switch (mux_choose (c->easy, timing_round_trip ())) {
+  case MUX_DROPPED:
     spares_open_beside (c->easy);
+    break;
+  case MUX_ASK_HTTP1:
+    mux_http1_answered (get.size > 0 && engine_answers (c, get.size));
+    break;
+  default:
+    break;
+  }
   if (get.size < 0) {
     nbdkit_error ("GET %s: the answer does not give the object's size "
                   "(Content-Range total is '*')", cfg.shown_url);
