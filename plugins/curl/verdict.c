@@ -453,7 +453,18 @@ judge_end (const struct asked *q, const struct answer *a, enum verdict v,
   if (a->rc != CURLE_OK &&
       !(a->ignore_cut && (a->rc == CURLE_WRITE_ERROR ||
                           a->rc == CURLE_ABORTED_BY_CALLBACK))) {
-    snprintf (why, size, "%.100s%s%.150s", a->rc_text ? a->rc_text : "",
+    /* A body cut off by the transport (over HTTP/2, a stream reset or
+     * ended before its Content-Length: libcurl names only the frame)
+     * says so first.
+     */
+    char cut[80] = "";
+
+    if (q->method == GET && q->nranges == 1 && a->headers_done &&
+        a->status == 206 && a->body_len < count)
+      snprintf (cut, sizeof cut, "short body: %" PRIu64 " of %" PRIu64
+                " bytes: ", a->body_len, count);
+    snprintf (why, size, "%s%.100s%s%.150s", cut,
+              a->rc_text ? a->rc_text : "",
               a->errbuf && a->errbuf[0] ? ": " : "",
               a->errbuf ? a->errbuf : "");
     return transient_error (a->rc, q->serving)

@@ -65,7 +65,7 @@ cases=(
   "goaway-abrupt      | goaway-abrupt   | 8 | copy | injected:goaway retried |"
   # The same on every answer from the 3rd on: an error once retries=
   # are spent.
-  "short-always       | short-always    | 3 | fail:retries exhausted | injected:short |"
+  "short-always       | short-always    | 3 | fail:short body;retries exhausted | injected:short |"
   "short-nolen-always | short-nolen-always | 3 | fail:short body;retries exhausted | injected:short |"
   "rst-always         | rst-always      | 3 | fail:HTTP/2 stream;retries exhausted | injected:rst |"
   "stall-always       | stall-always    | 3 | fail:timeout;retries exhausted | injected:stall slower:1 |"

@@ -362,6 +362,11 @@ bodies (void)
   EXPECT (q, a, VERDICT_RETRY, NULL);
   a = ended (GOOD ("bytes 10-19/1000", "10"), 4, CURLE_RECV_ERROR);
   EXPECT (q, a, VERDICT_RETRY, NULL);
+  /* Over HTTP/2 libcurl names only the frame: the message says first
+   * that the body was cut short.
+   */
+  a = ended (GOOD ("bytes 10-19/1000", "10"), 4, CURLE_HTTP2_STREAM);
+  EXPECT (q, a, VERDICT_RETRY, "short body: 4 of 10 bytes: ");
   a = ended (GOOD ("bytes 10-19/1000", "10"), 4,
              CURLE_PEER_FAILED_VERIFICATION);
   EXPECT (q, a, VERDICT_REFUSED, NULL);
