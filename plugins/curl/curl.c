@@ -24,9 +24,11 @@
  * clients at once in its own worker threads, and each of those runs its
  * HTTP request itself on an easy handle borrowed from a pool of
  * connections= handles (waiting when all are busy; reads that wait
- * together are batched, pool.c).  The plugin's own threads (read-ahead's
- * segments, the spare connections' timer) start only once nbdkit
- * serves (a script run's waiter thread, spawn.c, lives only as long as
+ * together are batched, pool.c); over HTTP/2 the request is handed to
+ * the thread that drives every stream on one connection (mux.c) and the
+ * nbdkit thread waits for it.  The plugin's own threads (that one,
+ * read-ahead's segments, the spare connections' timer) start only once
+ * nbdkit serves (a script run's waiter thread, spawn.c, lives only as long as
  * the run), after the fork that follows .get_ready, and the
  * connection the probe opened is inherited and reused, as are the
  * spare connections opened beside it (spares.c), which .after_fork

@@ -11,17 +11,20 @@
  * (the answer taken in and judged by verdict.c as it arrives),
  * timing.c (how long they take).
  *
- * Each request runs with curl_easy_perform in the calling nbdkit thread,
- * on a connection (connection.c) the caller borrowed from the pool
- * (pool.c: batched reads; segment.c: read-ahead; probe.c, writing.c:
- * the rest) and gives back after: this file calls none of them.  A GET
+ * Each request runs in the calling nbdkit thread (curl_easy_perform,
+ * or over HTTP/2 as a stream on mux.c's multi handle, whose thread the
+ * caller waits for), on a connection (connection.c) the caller
+ * borrowed from the pool (pool.c: batched reads; segment.c: read-ahead;
+ * probe.c, writing.c: the rest) and gives back after: this file calls
+ * none of them.  A GET
  * may carry several ranges (pool.c gathers reads that wait together,
  * batch.c asks for them in one GET); ranges.c parses the multipart
  * answer.
  *
- * Why not a multi handle driven by a worker thread: every request would
- * then cross threads twice (nbdkit thread to worker and back), and the
- * worker serializes all header parsing and copying on one core.  A
+ * Why not a multi handle driven by a worker thread for HTTP/1.1 too:
+ * every request would then cross threads twice (nbdkit thread to worker
+ * and back), and the worker serializes all header parsing and copying on
+ * one core; only HTTP/2's one connection needs it (mux.c).  A
  * prototype of that design measured no better on this project's 2-core
  * machines (fio 4 KiB random reads, one NBD connection, queue depth 64,
  * connections=4/16/64: pool 9.7k/11.3k/14.9k IOPS, multi worker

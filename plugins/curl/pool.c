@@ -8,7 +8,9 @@
  * The pool holds up to connections= easy handles, each keeping its own
  * keep-alive connection, so the number of TCP (or TLS) connections to one
  * origin never exceeds connections= (a handle keeps one to url='s origin
- * and one to a redirect's target on another).  A request borrows a handle
+ * and one to a redirect's target on another).  Over HTTP/2 (mux.c) it
+ * holds up to MUX_STREAMS handles, whose requests are streams on the
+ * multi handle's connections instead.  A request borrows a handle
  * and runs it in the calling nbdkit thread; the idle handles are a LIFO
  * stack, so the most recently used (warm) connection is reused first.
  *
