@@ -15,8 +15,13 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#if HAVE_OPENSSL
+#include <openssl/ssl.h>
+#endif
 
 #include <nbdkit-plugin.h>
 
@@ -99,14 +104,40 @@ static const struct debug_printer printer = { print_debug, NULL };
 /* Set at unload (conn_stop): no new socket is made. */
 static bool stopping;
 
+/* Whether c's connection took HTTP/2 by ALPN, known as soon as it is
+ * up (libcurl tells the version only with the answer).  False where
+ * libcurl's TLS is not OpenSSL's.
+ */
+static bool
+took_http2 (struct conn *c)
+{
+#if HAVE_OPENSSL
+  struct curl_tlssessioninfo *tls = NULL;
+  const unsigned char *proto = NULL;
+  unsigned len = 0;
+
+  if (curl_easy_getinfo (c->easy, CURLINFO_TLS_SSL_PTR, &tls) != CURLE_OK ||
+      tls == NULL || tls->backend != CURLSSLBACKEND_OPENSSL ||
+      tls->internals == NULL)
+    return false;
+  SSL_get0_alpn_selected (tls->internals, &proto, &len);
+  return len == 2 && memcmp (proto, "h2", 2) == 0;
+#else
+  (void) c;
+  return false;
+#endif
+}
+
 /* The connection is up (and reused for each later request on it):
- * while the probe runs, the spares open to where it went.
+ * while the probe runs, the spares open to where it went, unless it
+ * took HTTP/2, whose one connection carries every request (mux.c).
  */
 static int
 prereq_cb (void *opaque, char *primary_ip, char *local_ip,
            int primary_port, int local_port)
 {
-  spares_open_to (primary_ip, primary_port);   /* none once stopping */
+  if (!took_http2 (opaque))
+    spares_open_to (primary_ip, primary_port);   /* none once stopping */
   return CURL_PREREQFUNC_OK;
 }
 
@@ -204,6 +235,7 @@ setup_handle (struct conn *c)
     rc = config_apply (e);
   SET (CURLOPT_HTTPHEADER, cfg.headers);
   SET (CURLOPT_PREREQFUNCTION, prereq_cb);
+  SET (CURLOPT_PREREQDATA, c);
   SET (CURLOPT_OPENSOCKETFUNCTION, open_cb);
   SET (CURLOPT_OPENSOCKETDATA, c);
   SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);

@@ -78,10 +78,10 @@ probe_object (void)
   if (c == NULL)
     return -1;                  /* conn_new reported why */
   /* The pool's other connections open while the probe waits for its
-   * answer (see "Spare connections" in spares.c); when the probe tries
-   * HTTP/2, only if the server answers in HTTP/1.1 (probe_on).
+   * answer (see "Spare connections" in spares.c), unless its connection
+   * took HTTP/2 (connection.c).
    */
-  if (!cfg.is_file && !mux_on ())
+  if (!cfg.is_file)
     spares_want (cfg.connections - 1);
   r = probe_on (c);
   spares_want (0);
@@ -145,7 +145,11 @@ probe_on (struct conn *c)
   if (engine_get_first (c, &get, 0, first, sizeof first, &got) == -1)
     return -1;
   switch (mux_choose (c->easy, timing_round_trip ())) {
-  case MUX_DROPPED:
+  case MUX_KEPT:                /* spares where ALPN could not be read */
+    spares_want (0);
+    spares_drop ();
+    break;
+  case MUX_DROPPED:             /* HTTP/2 was offered, HTTP/1.1 taken */
     spares_open_beside (c->easy);
     break;
   case MUX_ASK_HTTP1:

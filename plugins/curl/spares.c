@@ -343,8 +343,9 @@ spares_unload (void)
   spares_wanted = 0;
 }
 
-/* The probe tried HTTP/2 and got HTTP/1.1 (mux.c): the spares open
- * now, to where its connection went, for the client's first reads.
+/* The probe tried HTTP/2 and got HTTP/1.1 (mux.c): the spares that did
+ * not open beside it (where its protocol could not be read by ALPN)
+ * open now, to where its connection went, for the client's first reads.
  */
 void
 spares_open_beside (CURL *e)

@@ -17,7 +17,9 @@
 #  (d) nginx whose HTTPS port does not offer HTTP/2: with
 #      http-version=2TLS and with the default, on loopback and through
 #      the link, the plugin falls back to HTTP/1.1: byte-exact, every
-#      request HTTP/1.1, several connections.
+#      request HTTP/1.1, several connections; through the link the spare
+#      connections open beside the probe, as soon as its connection
+#      took HTTP/1.1 by ALPN.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -145,5 +147,17 @@ for run in fallback_2tls fallback_default fallback_far; do
   all_over "$run" HTTP/1.1
   several_conns "$run"
 done
+# Far, the spare connections open beside the probe as soon as its
+# connection took HTTP/1.1 by ALPN, not a round trip later, once its
+# answer has come: their line comes before the one that gives up HTTP/2.
+start_nbdkit fbv -r -v "$PLUGIN" "$far" cainfo="$tmp/cert.pem"
+wait_log "$tmp/fbv.err" 'not multiplexed'
+stop_nbdkit fbv
+spare_line=$(grep -n 'spare connections opening beside' "$tmp/fbv.err" |
+               head -1 | cut -d: -f1)
+mux_line=$(grep -n 'not multiplexed' "$tmp/fbv.err" | head -1 | cut -d: -f1)
+[ -n "$spare_line" ] && [ "$spare_line" -lt "$mux_line" ] ||
+  problem "(d) far: the spares did not open beside the probe:" \
+          "$(grep -E 'spare|multiplexed' "$tmp/fbv.err")"
 
 check_problems
