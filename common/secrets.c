@@ -135,8 +135,12 @@ static void
 add_header (char *buf, size_t size, size_t *used, const char *s, size_t n,
             size_t namelen, bool incoming)
 {
+  /* Set-Cookie, and RFC 2965's obsolete Set-Cookie2, which a server may
+   * still send.
+   */
   bool safe = incoming
-    ? !(namelen == 10 && strncasecmp (s, "set-cookie", 10) == 0)
+    ? !((namelen == 10 || namelen == 11) &&
+        strncasecmp (s, "set-cookie2", namelen) == 0)
     : safe_request_header (s, namelen);
 
   /* A path's query, or a redirect's, may be a presigned signature; a

@@ -69,3 +69,22 @@ grep -qF "http://127.0.0.1:$dead/x?..." "$tmp/at.err" ||
 ! grep -q example "$tmp/at.err" ||
   fail "a query with '@': the message names the query's host:" \
        "$(cat "$tmp/at.err")"
+
+# Cookies the server sets, in Set-Cookie and in the obsolete Set-Cookie2
+# (RFC 2965): the answer's lines say "***".
+start_nginx 'location /set/ { alias DIR/www/;
+      add_header Set-Cookie "srv=sc00kie-one";
+      add_header Set-Cookie2 "srv2=sc00kie-two"; }'
+make_random_file "$tmp/www/disk.img" 65536
+start_nbdkit sc -r -v -D curl.verbose=1 "$PLUGIN" \
+  "http://127.0.0.1:$port/set/disk.img"
+timeout "$client_timeout" nbdinfo --size "$uri" >/dev/null
+stop_nbdkit sc
+for secret in sc00kie-one sc00kie-two; do
+  if grep -qF -- "$secret" "$tmp/sc.err"; then
+    grep -F -- "$secret" "$tmp/sc.err" >&2
+    fail "a cookie the server set was printed: $secret"
+  fi
+done
+grep -qi '< Set-Cookie2: \*\*\*' "$tmp/sc.err" ||
+  fail "no masked Set-Cookie2 line: $(grep -i '^.*< set-cookie' "$tmp/sc.err")"
