@@ -13,6 +13,8 @@
 
 #include <config.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +161,26 @@ open_cb (void *opaque, curlsocktype purpose, struct curl_sockaddr *a)
   return socket (a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
+/* A connection whose peer stops acknowledging what was sent (a path
+ * that drops everything: a NAT or firewall that lost its state, a
+ * failover without a reset) is closed after timeout= seconds, not after
+ * TCP's 15 minutes of retransmissions.  Over HTTP/1.1 a request that
+ * timed out closes its connection anyway; over HTTP/2 libcurl 7.88
+ * resets only the stream and keeps the connection, to which every
+ * retry and every other request would go back.
+ */
+static void
+limit_unacknowledged (curl_socket_t sock)
+{
+#ifdef TCP_USER_TIMEOUT
+  unsigned ms = cfg.timeout * 1000;
+
+  setsockopt (sock, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+#else
+  (void) sock;
+#endif
+}
+
 /* libcurl tells no socket during a transfer (CURLINFO_ACTIVESOCKET is
  * only for after it), so the handle's socket is recorded when libcurl
  * makes it and forgotten when libcurl closes it.
@@ -168,6 +190,9 @@ sockopt_cb (void *opaque, curl_socket_t sock, curlsocktype purpose)
 {
   struct conn *c = opaque;
   bool adopted = c->adopted;
+
+  if (purpose == CURLSOCKTYPE_IPCXN)
+    limit_unacknowledged (sock);
 
   c->adopted = false;
   if (adopted)
