@@ -248,7 +248,8 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
     x->stop_checked = now;
     if (x->sink != NULL && !x->sink (x->sink_data, 0, NULL, 0))
       x->sink_stopped = true;
-    if (remote_stopping () || x->sink_stopped) {
+    if (remote_stopping () || x->sink_stopped ||
+        __atomic_load_n (&x->client_gone, __ATOMIC_RELAXED)) {
       x->a.stopped = true;
       return 1;
     }

@@ -170,7 +170,7 @@ enum mux_choice { MUX_OFF, MUX_KEPT, MUX_DROPPED, MUX_ASK_HTTP1 };
 extern enum mux_choice mux_choose (CURL *e, int64_t rtt);
 extern void mux_http1_answered (bool answered);
 extern int mux_start (void);
-extern CURLcode mux_perform (CURL *e);
+extern CURLcode mux_perform (CURL *e, bool *client_gone);
 extern void mux_unload (void);
 
 /* spares.c: connections opened beside the probe, for the pool. */

@@ -181,7 +181,8 @@ exchange_one (struct conn *c, struct xfer *x, const char *url,
   x->conn = c;
   c->errbuf[0] = '\0';
   set_request (e, x, url, headers, cookie, trusted);
-  rc = mux_on () ? mux_perform (e) : curl_easy_perform (e);
+  x->client_gone = false;
+  rc = mux_on () ? mux_perform (e, &x->client_gone) : curl_easy_perform (e);
   if (curl_debug_times)
     timing_add (e);
   if (curl_debug_requests) {

@@ -31,10 +31,12 @@
 
 #include <config.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <nbdkit-plugin.h>
 
@@ -59,7 +61,11 @@ static struct {
   bool stop;                    /* ... and is to end */
   pthread_t thread;
   struct mux_req *head, *tail;  /* handed over, not yet added */
+  pthread_condattr_t cond_attr; /* CLOCK_MONOTONIC, for mux_perform */
 } mux = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* How often a waiting thread asks whether its client went. */
+#define CLIENT_CHECK_NS (250 * 1000000)
 
 /* Whether url= (or url-script's first URL, not known yet) is https. */
 static bool
@@ -297,6 +303,8 @@ mux_start (void)
 
   if (!mux_on ())
     return 0;
+  pthread_condattr_init (&mux.cond_attr);
+  pthread_condattr_setclock (&mux.cond_attr, CLOCK_MONOTONIC);
   err = pthread_create (&mux.thread, NULL, drive, NULL);
   if (err != 0) {
     nbdkit_error ("pthread_create: %s", strerror (err));
@@ -326,17 +334,51 @@ perform_here (CURL *e)
   return r.rc;
 }
 
+/* Wait for r's end.  Whether the client of the request went away only
+ * the thread that serves it can tell (nbdkit_nanosleep: remote_stopping),
+ * not the one that runs the transfer, so the waiter looks every
+ * CLIENT_CHECK_NS and sets *client_gone, which the transfer's progress
+ * callback acts on (callbacks.c), and wakes the thread to run it.
+ */
+static void
+wait_for (struct mux_req *r, bool *client_gone)
+{
+  struct timespec at;
+  bool gone;
+
+  clock_gettime (CLOCK_MONOTONIC, &at);
+  pthread_mutex_lock (&mux.lock);
+  while (!r->done) {
+    at.tv_nsec += CLIENT_CHECK_NS;
+    if (at.tv_nsec >= 1000000000) {
+      at.tv_sec++;
+      at.tv_nsec -= 1000000000;
+    }
+    if (pthread_cond_timedwait (&r->cond, &mux.lock, &at) != ETIMEDOUT ||
+        r->done)
+      continue;
+    pthread_mutex_unlock (&mux.lock);
+    gone = remote_stopping ();
+    if (gone) {
+      __atomic_store_n (client_gone, true, __ATOMIC_RELAXED);
+      curl_multi_wakeup (mux.multi);
+    }
+    pthread_mutex_lock (&mux.lock);
+  }
+  pthread_mutex_unlock (&mux.lock);
+}
+
 /* Run the request set up on e as a stream on the multi handle: as
  * curl_easy_perform, in the thread that calls it.
  */
 CURLcode
-mux_perform (CURL *e)
+mux_perform (CURL *e, bool *client_gone)
 {
   struct mux_req r = { .easy = e };
 
   if (!mux.running)
     return perform_here (e);
-  pthread_cond_init (&r.cond, NULL);
+  pthread_cond_init (&r.cond, &mux.cond_attr);
   pthread_mutex_lock (&mux.lock);
   if (mux.tail != NULL)
     mux.tail->next = &r;
@@ -345,10 +387,7 @@ mux_perform (CURL *e)
   mux.tail = &r;
   pthread_mutex_unlock (&mux.lock);
   curl_multi_wakeup (mux.multi);
-  pthread_mutex_lock (&mux.lock);
-  while (!r.done)
-    pthread_cond_wait (&r.cond, &mux.lock);
-  pthread_mutex_unlock (&mux.lock);
+  wait_for (&r, client_gone);
   pthread_cond_destroy (&r.cond);
   return r.rc;
 }
@@ -366,6 +405,7 @@ mux_unload (void)
     curl_multi_wakeup (mux.multi);
     pthread_join (mux.thread, NULL);
     mux.running = false;
+    pthread_condattr_destroy (&mux.cond_attr);
   }
   if (mux.multi != NULL)
     curl_multi_cleanup (mux.multi);

@@ -32,6 +32,7 @@ struct xfer {
   bool (*sink) (void *opaque, uint64_t pos, const char *data, size_t len);
   void *sink_data;
   bool sink_stopped;            /* the sink wanted no more */
+  bool client_gone;             /* mux.c: its client went (atomic) */
   const char *wbuf;             /* PUT: the body */
   uint64_t sent;                /* PUT: bytes of it sent */
 
