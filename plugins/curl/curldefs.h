@@ -168,7 +168,7 @@ extern bool mux_on (void);
 extern long mux_http_version (void);
 enum mux_choice { MUX_OFF, MUX_KEPT, MUX_DROPPED, MUX_ASK_HTTP1 };
 extern enum mux_choice mux_choose (CURL *e, int64_t rtt);
-extern void mux_http1_answered (bool answered);
+extern void mux_near (bool http1, const char *why);
 extern int mux_start (void);
 extern CURLcode mux_perform (CURL *e, bool *client_gone);
 extern void mux_unload (void);

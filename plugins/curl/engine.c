@@ -126,10 +126,17 @@ static void
 ask_fresh (struct conn *c, const struct xfer *x, const char *where,
            const char *because)
 {
-  nbdkit_debug ("%s: %s%s: %s%s%s: asking again on a new connection",
-                x->what, cfg.shown_url, where, x->why,
-                because ? ": " : "", because ? because : "");
-  curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
+  /* Over HTTP/2 the connection outlives a stream that was cut off; with
+   * connections=1 a request for a new one would wait, in libcurl's
+   * queue and with no time limit, for the old one to be idle.
+   */
+  bool fresh = !mux_on () || cfg.connections > 1;
+
+  nbdkit_debug ("%s: %s%s: %s%s%s: asking again%s", x->what,
+                cfg.shown_url, where, x->why, because ? ": " : "",
+                because ? because : "", fresh ? " on a new connection" : "");
+  if (fresh)
+    curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
 }
 
 /* The pause before retry try + 1: retry-delay= doubled at each try, or
@@ -318,8 +325,9 @@ engine_get_first (struct conn *c, struct object_info *info, uint64_t offset,
 
 /* Whether the server answers the first byte of an object of size bytes
  * on c, at once, as requests are now asked (mux.c asks whether a near
- * HTTP/2 server answers HTTP/1.1): one exchange, no retry, nothing
- * reported.
+ * HTTP/2 server answers HTTP/1.1): one exchange, no retry; what goes
+ * wrong is reported only where route.c would report it (a redirect
+ * that cannot be followed).
  */
 bool
 engine_answers (struct conn *c, int64_t size)

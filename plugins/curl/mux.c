@@ -120,6 +120,11 @@ mux_init (void)
   curl_multi_setopt (mux.multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
   curl_multi_setopt (mux.multi, CURLMOPT_MAX_HOST_CONNECTIONS,
                      (long) cfg.connections);
+  /* Idle connections kept: libcurl's default follows the transfers
+   * running and, as they end, could close the HTTP/2 connection itself.
+   */
+  curl_multi_setopt (mux.multi, CURLMOPT_MAXCONNECTS,
+                     (long) cfg.connections * 2);
   /* More than the pool's MUX_STREAMS, so that they all fit on one
    * connection where the server allows (nginx: 128).
    */
@@ -168,7 +173,7 @@ mux_drop (const char *why)
  * HTTP/1.1's connections and batches (see "HTTP version" in the
  * manual).  But a server may speak only HTTP/2: MUX_ASK_HTTP1 asks the
  * caller to try one HTTP/1.1 request and say how it went
- * (mux_http1_answered).
+ * (mux_near).
  */
 enum mux_choice
 mux_choose (CURL *e, int64_t rtt)
@@ -191,17 +196,19 @@ mux_choose (CURL *e, int64_t rtt)
   return MUX_KEPT;
 }
 
-/* After MUX_ASK_HTTP1: whether the server answered HTTP/1.1. */
+/* After MUX_ASK_HTTP1: HTTP/1.1 if the server answered it (http1),
+ * else HTTP/2 kept, for the reason given.
+ */
 void
-mux_http1_answered (bool answered)
+mux_near (bool http1, const char *why)
 {
-  if (answered) {
+  if (http1) {
     mux_drop ("the server is near: HTTP/1.1 on several connections is "
               "faster");
     return;
   }
-  nbdkit_debug ("%s: HTTP/2: the server does not answer HTTP/1.1: "
-                "requests as streams on one connection", cfg.shown_url);
+  nbdkit_debug ("%s: HTTP/2: %s: requests as streams on one connection",
+                cfg.shown_url, why);
   mux.on = true;
 }
 
@@ -258,6 +265,23 @@ add (struct mux_req *r)
   return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
 }
 
+/* libcurl's multi handle failed (out of memory; a poll that cannot
+ * work): said once, and a pause before the next round rather than a
+ * loop that spins.  Each transfer still ends by its own time limits.
+ */
+static void
+back_off_error (CURLMcode mc)
+{
+  static bool said;
+  struct timespec pause = { .tv_nsec = 10 * 1000000 };
+
+  if (!said)
+    nbdkit_debug ("%s: HTTP/2: libcurl's multi handle failed: %s",
+                  cfg.shown_url, curl_multi_strerror (mc));
+  said = true;
+  nanosleep (&pause, NULL);
+}
+
 /* The thread: add what was handed over, run the transfers, wake the
  * waiters of those that ended; until mux_stop and none is left.
  */
@@ -272,6 +296,7 @@ drive (void *arg)
     struct mux_req *list, *r, *next;
     bool stop;
     CURLcode rc;
+    CURLMcode mc;
 
     pthread_mutex_lock (&mux.lock);
     list = mux.head;
@@ -288,9 +313,12 @@ drive (void *arg)
     }
     if (stop && running == 0)
       break;
-    curl_multi_perform (mux.multi, &still);
+    mc = curl_multi_perform (mux.multi, &still);
     running -= reap ();
-    curl_multi_poll (mux.multi, NULL, 0, 1000, NULL);
+    if (mc == CURLM_OK)
+      mc = curl_multi_poll (mux.multi, NULL, 0, 1000, NULL);
+    if (mc != CURLM_OK)
+      back_off_error (mc);
   }
   return NULL;
 }

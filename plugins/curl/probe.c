@@ -152,8 +152,12 @@ probe_on (struct conn *c)
   case MUX_DROPPED:             /* HTTP/2 was offered, HTTP/1.1 taken */
     spares_open_beside (c->easy);
     break;
-  case MUX_ASK_HTTP1:
-    mux_http1_answered (get.size > 0 && engine_answers (c, get.size));
+  case MUX_ASK_HTTP1:          /* nothing to ask of an empty object */
+    if (get.size == 0)
+      mux_near (false, "the object is empty");
+    else
+      mux_near (engine_answers (c, get.size),
+                "the server does not answer HTTP/1.1");
     break;
   default:
     break;

@@ -16,7 +16,9 @@
  * waits on it: a client that stopped reading would never read the rest
  * of the answer, and its connection is closed instead, unless little of
  * the answer is left to come (DRAIN_MAX), which is read and thrown away
- * so that the connection stays open.
+ * so that the connection stays open.  (Over HTTP/2 only the stream is
+ * reset and the connection stays open either way: draining costs
+ * little there too.)
  */
 
 #include <config.h>

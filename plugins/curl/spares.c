@@ -7,7 +7,8 @@
  * request (more with TLS), and opening them only once the probe has
  * answered (pool.c) puts that round trip after start-up, in front of
  * the client's first reads.  So as soon as the probe's own connection
- * is up and its request leaves (prereq_cb), the pool's other
+ * is up and its request leaves (prereq_cb), unless that connection took
+ * HTTP/2, which carries every request on it (mux.c), the pool's other
  * connections=-1 TCP connections are opened by hand to the address and
  * port that connection went to: a non-blocking connect each, which the
  * kernel completes while the probe waits for its answer.  Not before:
