@@ -1366,3 +1366,95 @@ on_none ()
     fi
   done
 }
+
+# ----------------------------------------------------------------------
+# The tables of faults (plugin/test-curl-faults.sh and
+# test-curl-http2-faults.sh): each case copies $tmp/orig.img into
+# $tmp/out.img through nbdkit and judges the copy.
+#
+# fault_nbdkit NBDKIT-FLAGS... -- PLUGIN-ARGS...: nbdkit -r on the
+# plugin, on $tmp/nbdkit.sock with its stderr in $tmp/nbdkit.err; sets
+# $nbdkit_pid and $uri; false if nbdkit exits before it listens.
+fault_nbdkit ()
+{
+  local n flags=()
+  while [ "$1" != -- ]; do
+    flags+=("$1")
+    shift
+  done
+  shift
+  rm -f "$tmp/nbdkit.sock" "$tmp/nbdkit.pid"
+  ( exec "${NBDKIT[@]}" -f --exit-with-parent -r -U "$tmp/nbdkit.sock" \
+         -P "$tmp/nbdkit.pid" "${flags[@]}" "$PLUGIN" "$@" ) \
+    2>"$tmp/nbdkit.err" &
+  nbdkit_pid=$!
+  _pids+=("$nbdkit_pid")
+  for ((n = 0; n < ready_tries; n++)); do
+    [ -s "$tmp/nbdkit.pid" ] && [ -S "$tmp/nbdkit.sock" ] && break
+    _alive "$nbdkit_pid" || { stop_pid "$nbdkit_pid"; return 1; }
+    sleep 0.1
+  done
+  uri="nbd+unix:///?socket=$tmp/nbdkit.sock"
+}
+
+# fault_wrong_blocks: how many 4 KiB blocks of $tmp/out.img are neither
+# the image's nor all zero (never written by nbdcopy).
+fault_wrong_blocks ()
+{
+  "$PYTHON" - "$tmp/orig.img" "$tmp/out.img" <<'EOF2'
+import sys
+a = open(sys.argv[1], "rb").read()
+try:
+    b = open(sys.argv[2], "rb").read()
+except FileNotFoundError:
+    b = b""
+bad = 0
+for off in range(0, len(b), 4096):
+    got = b[off:off + 4096]
+    if got != a[off:off + 4096] and got.count(0) != len(got):
+        bad += 1
+print(bad)
+EOF2
+}
+
+# fault_outcome EXPECT STATUS: what the copy (nbdcopy's exit STATUS)
+# says about EXPECT, a line starting "BAD" if it is not that:
+#   copy               nbdcopy exits 0 and the copy is byte-exact;
+#   fail:WORDS[;...]   nbdkit or nbdcopy fails, nbdkit's stderr has each
+#                      WORDS (case-insensitive), and every 4 KiB block
+#                      nbdcopy wrote is the image's; never exit 0.
+fault_outcome ()
+{
+  local expect=$1 st=$2 words w bad missing=
+  case $expect in
+    copy)
+      if [ "$st" = 0 ] && cmp -s "$tmp/orig.img" "$tmp/out.img"; then
+        echo "byte-exact copy"
+      else
+        echo "BAD: exit $st, copy $(cmp "$tmp/orig.img" "$tmp/out.img" \
+                                      2>&1 | head -1)"
+        cat "$tmp/nbdkit.err" >&2
+      fi ;;
+    fail:*)
+      bad=$(fault_wrong_blocks)
+      IFS=';' read -r -a words <<<"${expect#fail:}"
+      for w in "${words[@]}"; do
+        grep -qiF -- "$w" "$tmp/nbdkit.err" || missing+=" '$w'"
+      done
+      if [ "$st" = 0 ]; then
+        if cmp -s "$tmp/orig.img" "$tmp/out.img"; then
+          echo "BAD: exit 0"
+        else
+          echo "BAD: exit 0 with wrong bytes"
+        fi
+      elif [ "$bad" != 0 ]; then
+        echo "BAD: failed ($st) but wrote $bad blocks of wrong bytes first"
+      elif [ -n "$missing" ]; then
+        echo "BAD: failed ($st) without$missing"
+      else
+        echo "failed ($st): $(grep -iF -m1 -- "${words[0]}" \
+                                "$tmp/nbdkit.err" | cut -c1-200)"
+      fi ;;
+    *) echo "BAD: unknown EXPECT '$expect'" ;;
+  esac
+}

@@ -24,8 +24,10 @@ fast=(retry-delay=0.05 timeout=1)
 # The cases, one a row: NAME | MODE | EXPECT | ALSO | PLUGIN-ARGS
 #   MODE         the fault server's --mode (helpers/fault-server.py)
 #   EXPECT       copy: nbdcopy exits 0 and the copy is byte-exact;
-#                fail:WORDS: nbdkit or nbdcopy fails, and nbdkit's
-#                stderr has WORDS (case-insensitive); never exit 0
+#                fail:WORDS: nbdkit or nbdcopy fails, nbdkit's stderr
+#                has WORDS (case-insensitive), and every 4 KiB block
+#                nbdcopy wrote is the image's; never exit 0
+#                (fault_outcome in functions.sh)
 #   ALSO         further checks of this case, or "-":
 #                injected:503, injected:429, injected:short: the fault
 #                  server's log shows the fault injected (a 503, a 429,
@@ -73,62 +75,6 @@ cases=(
   "wrong-content-range | wrong-content-range | fail:not the requested range | - |"
 )
 
-# expect_start NAME NBDKIT-FLAGS -- PLUGIN-ARGS...: start nbdkit; false
-# if it exits first.
-expect_start ()
-{
-  local name=$1 n flags=()
-  shift
-  while [ "$1" != -- ]; do
-    flags+=("$1")
-    shift
-  done
-  shift
-  rm -f "$tmp/nbdkit.sock" "$tmp/nbdkit.pid"
-  ( exec "${NBDKIT[@]}" -f --exit-with-parent -r -U "$tmp/nbdkit.sock" \
-         -P "$tmp/nbdkit.pid" "${flags[@]}" "$PLUGIN" "$@" ) \
-    2>"$tmp/nbdkit.err" &
-  nbdkit_pid=$!
-  _pids+=("$nbdkit_pid")
-  for ((n = 0; n < ready_tries; n++)); do
-    [ -s "$tmp/nbdkit.pid" ] && [ -S "$tmp/nbdkit.sock" ] && break
-    _alive "$nbdkit_pid" || { stop_pid "$nbdkit_pid"; return 1; }
-    sleep 0.1
-  done
-  uri="nbd+unix:///?socket=$tmp/nbdkit.sock"
-}
-
-# outcome EXPECT STATUS: what the copy says about EXPECT.
-outcome ()
-{
-  local expect=$1 st=$2
-  case $expect in
-    copy)
-      if [ "$st" = 0 ] && cmp -s "$tmp/orig.img" "$tmp/out.img"; then
-        echo "byte-exact copy"
-      else
-        echo "BAD: exit $st, copy $(cmp "$tmp/orig.img" "$tmp/out.img" \
-                                      2>&1 | head -1)"
-        cat "$tmp/nbdkit.err" >&2
-      fi ;;
-    fail:*)
-      if [ "$st" = 0 ]; then
-        if cmp -s "$tmp/orig.img" "$tmp/out.img"; then
-          echo "BAD: exit 0"
-        else
-          echo "BAD: exit 0 with wrong bytes"
-        fi
-      elif grep -qiF -- "${expect#fail:}" "$tmp/nbdkit.err"; then
-        echo "failed ($st): $(grep -iF -m1 -- "${expect#fail:}" \
-                                "$tmp/nbdkit.err" | cut -c1-150)"
-      else
-        echo "BAD: failed ($st) without '${expect#fail:}'"
-        cat "$tmp/nbdkit.err" >&2
-      fi ;;
-    *) echo "BAD: unknown EXPECT '$expect'" ;;
-  esac
-}
-
 # also CHECK SECS: the further check CHECK of the case just run (its
 # fault log in $tmp/fault.log, nbdkit's stderr in $tmp/nbdkit.err).
 also ()
@@ -172,7 +118,7 @@ for row in "${cases[@]}"; do
   t0=$EPOCHREALTIME
   rm -f "$tmp/out.img"
   st=0
-  if expect_start "$name" "${flags[@]}" -- \
+  if fault_nbdkit "${flags[@]}" -- \
                   "http://127.0.0.1:$fault_port/disk.img" "${plugin_args[@]}"
   then
     timeout 120 nbdcopy "$uri" "$tmp/out.img" 2>"$tmp/nbdcopy.err" ||
@@ -184,7 +130,7 @@ for row in "${cases[@]}"; do
   secs=$(seconds_since "$t0")
   stop_pid "$fault_pid"
 
-  result=$(outcome "$expect" "$st")
+  result=$(fault_outcome "$expect" "$st")
   verdict=ok
   [[ $result != BAD* ]] || verdict=FAIL
   if [ "${secs%.*}" -gt 60 ]; then

@@ -83,81 +83,6 @@ cases=(
 runs=(2TLS far)
 rtt=20
 
-# expect_start NAME -- PLUGIN-ARGS...: start nbdkit -r; false if it
-# exits first.
-expect_start ()
-{
-  local name=$1 n
-  shift 2
-  rm -f "$tmp/nbdkit.sock" "$tmp/nbdkit.pid"
-  ( exec "${NBDKIT[@]}" -f --exit-with-parent -r -U "$tmp/nbdkit.sock" \
-         -P "$tmp/nbdkit.pid" "$PLUGIN" "$@" ) 2>"$tmp/nbdkit.err" &
-  nbdkit_pid=$!
-  _pids+=("$nbdkit_pid")
-  for ((n = 0; n < ready_tries; n++)); do
-    [ -s "$tmp/nbdkit.pid" ] && [ -S "$tmp/nbdkit.sock" ] && break
-    _alive "$nbdkit_pid" || { stop_pid "$nbdkit_pid"; return 1; }
-    sleep 0.1
-  done
-  uri="nbd+unix:///?socket=$tmp/nbdkit.sock"
-}
-
-# wrong_blocks: how many 4 KiB blocks of $tmp/out.img are neither the
-# image's nor all zero (never written by nbdcopy).
-wrong_blocks ()
-{
-  "$PYTHON" - "$tmp/orig.img" "$tmp/out.img" <<'EOF'
-import sys
-a = open(sys.argv[1], "rb").read()
-try:
-    b = open(sys.argv[2], "rb").read()
-except FileNotFoundError:
-    b = b""
-bad = 0
-for off in range(0, len(b), 4096):
-    got = b[off:off + 4096]
-    if got != a[off:off + 4096] and got.count(0) != len(got):
-        bad += 1
-print(bad)
-EOF
-}
-
-# outcome EXPECT STATUS: what the copy says about EXPECT.
-outcome ()
-{
-  local expect=$1 st=$2 words w bad missing=
-  case $expect in
-    copy)
-      if [ "$st" = 0 ] && cmp -s "$tmp/orig.img" "$tmp/out.img"; then
-        echo "byte-exact copy"
-      else
-        echo "BAD: exit $st, copy $(cmp "$tmp/orig.img" "$tmp/out.img" \
-                                      2>&1 | head -1)"
-      fi ;;
-    fail:*)
-      bad=$(wrong_blocks)
-      IFS=';' read -r -a words <<<"${expect#fail:}"
-      for w in "${words[@]}"; do
-        grep -qiF -- "$w" "$tmp/nbdkit.err" || missing+=" '$w'"
-      done
-      if [ "$st" = 0 ]; then
-        if cmp -s "$tmp/orig.img" "$tmp/out.img"; then
-          echo "BAD: exit 0"
-        else
-          echo "BAD: exit 0 with wrong bytes"
-        fi
-      elif [ "$bad" != 0 ]; then
-        echo "BAD: failed ($st) but wrote $bad blocks of wrong bytes first"
-      elif [ -n "$missing" ]; then
-        echo "BAD: failed ($st) without$missing"
-      else
-        echo "failed ($st): $(grep -i -m1 -- 'error: pread' \
-                                "$tmp/nbdkit.err" | cut -c1-200)"
-      fi ;;
-    *) echo "BAD: unknown EXPECT '$expect'" ;;
-  esac
-}
-
 # also CHECK SECS: the further check CHECK of the case just run (the
 # fault server's log in $tmp/h2.log).
 also ()
@@ -219,7 +144,7 @@ for run in "${runs[@]}"; do
     st=0
     nbdkit_st=0
     # shellcheck disable=SC2086 # PLUGIN-ARGS are words
-    if expect_start "$name" -- "https://127.0.0.1:$port/disk.img" \
+    if fault_nbdkit -- "https://127.0.0.1:$port/disk.img" \
                     cainfo="$tmp/cert.pem" "${vargs[@]}" "${fast[@]}" $args
     then
       timeout 120 nbdcopy "$uri" "$tmp/out.img" 2>"$tmp/nbdcopy.err" ||
@@ -233,7 +158,7 @@ for run in "${runs[@]}"; do
     [ "$run" != far ] || stop_pid "$linkem_pid"
     stop_pid "$h2_pid"
 
-    result=$(outcome "$expect" "$st")
+    result=$(fault_outcome "$expect" "$st")
     verdict=ok
     [[ $result != BAD* ]] || verdict=FAIL
     if [ "${secs%.*}" -gt 60 ]; then
