@@ -176,7 +176,6 @@ extern void mux_unload (void);
 /* spares.c: connections opened beside the probe, for the pool. */
 extern void spares_want (unsigned n);
 extern void spares_open_to (const char *ip, int port);
-extern void spares_open_beside (CURL *e);
 extern curl_socket_t spares_take (const struct curl_sockaddr *a);
 extern unsigned spares_count (void);
 extern void spares_drop (void);

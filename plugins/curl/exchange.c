@@ -110,6 +110,7 @@ begin_exchange (struct xfer *x)
   x->why[0] = '\0';
   x->sent = 0;
   x->reported = false;
+  x->client_gone = false;
   x->q.serving = remote_is_serving ();
   x->q.pinned = remote_pin (&x->q.pin) && x->q.method == GET;
 }
@@ -181,7 +182,6 @@ exchange_one (struct conn *c, struct xfer *x, const char *url,
   x->conn = c;
   c->errbuf[0] = '\0';
   set_request (e, x, url, headers, cookie, trusted);
-  x->client_gone = false;
   rc = mux_on () ? mux_perform (e, &x->client_gone) : curl_easy_perform (e);
   if (curl_debug_times)
     timing_add (e);

@@ -164,8 +164,9 @@ mux_drop (const char *why)
 
 /* After the probe's first answer on handle e (only in .get_ready): keep
  * the multi handle if the server answered in HTTP/2 (MUX_KEPT), else go
- * back to HTTP/1.1 and the pool's own connections (MUX_DROPPED: the
- * caller opens the spares the probe did not).
+ * back to HTTP/1.1 and the pool's own connections (MUX_DROPPED; the
+ * spares opened beside the probe, its connection having taken HTTP/1.1
+ * by ALPN: connection.c).
  *
  * With http-version=auto a server nearer than SLOW_NS that answered in
  * HTTP/2 is served over HTTP/1.1 too: on loopback libcurl 7.88's HTTP/2

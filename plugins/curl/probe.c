@@ -149,9 +149,6 @@ probe_on (struct conn *c)
     spares_want (0);
     spares_drop ();
     break;
-  case MUX_DROPPED:             /* HTTP/2 was offered, HTTP/1.1 taken */
-    spares_open_beside (c->easy);
-    break;
   case MUX_ASK_HTTP1:          /* nothing to ask of an empty object */
     if (get.size == 0)
       mux_near (false, "the object is empty");

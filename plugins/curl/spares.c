@@ -344,23 +344,6 @@ spares_unload (void)
   spares_wanted = 0;
 }
 
-/* The probe tried HTTP/2 and got HTTP/1.1 (mux.c): the spares that did
- * not open beside it (where its protocol could not be read by ALPN)
- * open now, to where its connection went, for the client's first reads.
- */
-void
-spares_open_beside (CURL *e)
-{
-  char *ip = NULL;
-  long port = 0;
-
-  spares_want (cfg.connections - 1);
-  if (curl_easy_getinfo (e, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK &&
-      curl_easy_getinfo (e, CURLINFO_PRIMARY_PORT, &port) == CURLE_OK &&
-      ip != NULL && ip[0] != '\0')
-    spares_open_to (ip, (int) port);
-}
-
 /* A connection is up, to ip and port (prereq_cb): while the probe
  * runs, the spares open to the same place.
  */
