@@ -110,8 +110,8 @@ static bool stopping;
  * up (libcurl tells the version only with the answer).  False where
  * libcurl's TLS is not OpenSSL's.
  */
-static bool
-took_http2 (struct conn *c)
+bool
+conn_took_http2 (struct conn *c)
 {
 #if HAVE_OPENSSL
   struct curl_tlssessioninfo *tls = NULL;
@@ -130,6 +130,20 @@ took_http2 (struct conn *c)
 #endif
 }
 
+/* How long c's connection took to set up, from the name's lookup to
+ * the end of TLS (two round trips with TLS 1.3: TCP's and TLS's); 0
+ * for one reused.
+ */
+int64_t
+conn_handshake_ns (struct conn *c)
+{
+  curl_off_t dns = 0, tls = 0;
+
+  curl_easy_getinfo (c->easy, CURLINFO_NAMELOOKUP_TIME_T, &dns);
+  curl_easy_getinfo (c->easy, CURLINFO_APPCONNECT_TIME_T, &tls);
+  return tls > dns ? (int64_t) (tls - dns) * 1000 : 0;
+}
+
 /* The connection is up (and reused for each later request on it):
  * while the probe runs, the spares open to where it went, unless it
  * took HTTP/2, whose one connection carries every request (mux.c).
@@ -138,7 +152,7 @@ static int
 prereq_cb (void *opaque, char *primary_ip, char *local_ip,
            int primary_port, int local_port)
 {
-  if (!took_http2 (opaque))
+  if (!conn_took_http2 (opaque))
     spares_open_to (primary_ip, primary_port);   /* none once stopping */
   return CURL_PREREQFUNC_OK;
 }

@@ -100,6 +100,7 @@ curl_after_fork (void)
   if (mux_start () == -1)
     return -1;
   pool_start ();
+  prefetch_after_fork ();
   return 0;
 }
 

@@ -157,12 +157,25 @@ extern struct conn *conn_new (void);
 extern void conn_free (struct conn *c);
 extern void conn_stop (void);
 extern bool conn_took_spare (struct conn *c);
+extern bool conn_took_http2 (struct conn *c);
+extern int64_t conn_handshake_ns (struct conn *c);
 
 /* mux.c: HTTP/2, every request a stream on one connection.  At most
  * MUX_STREAMS requests in flight (the pool's handles): 16 nbdkit
  * threads for each of nbdcopy's 4 connections.
  */
 #define MUX_STREAMS 64
+/* One request handed to mux.c: on the waiting thread's stack, or (one
+ * begun before nbdkit runs: mux_begin) wherever its owner keeps it.
+ */
+struct mux_req {
+  CURL *easy;
+  CURLcode rc;
+  bool done;
+  pthread_cond_t cond;
+  struct mux_req *next;
+};
+#define MUX_EARLY 16            /* requests begun before the thread */
 extern int mux_init (void);
 extern bool mux_on (void);
 extern long mux_http_version (void);
@@ -171,6 +184,9 @@ extern enum mux_choice mux_choose (CURL *e, int64_t rtt);
 extern void mux_near (bool http1, const char *why);
 extern int mux_start (void);
 extern CURLcode mux_perform (CURL *e, bool *client_gone);
+extern void mux_when_sent (void (*fn) (void));
+extern CURLcode mux_begin (struct mux_req *r);
+extern CURLcode mux_wait (struct mux_req *r, bool *client_gone);
 extern void mux_unload (void);
 
 /* spares.c: connections opened beside the probe, for the pool. */
@@ -214,6 +230,14 @@ extern enum verdict engine_get_stream (struct conn *c, uint64_t first,
                                        bool (*sink) (void *, uint64_t,
                                                      const char *, size_t),
                                        void *opaque);
+struct early_get;
+extern struct early_get *engine_stream_begin (struct conn *c, uint64_t first,
+                                              uint64_t last,
+                                              bool (*sink) (void *, uint64_t,
+                                                            const char *,
+                                                            size_t),
+                                              void *opaque);
+extern enum verdict engine_stream_end (struct early_get *g);
 
 /* timing.c: how long requests take, and the clock for them. */
 extern int64_t timing_answer_wait_ns (struct conn *c);
@@ -226,7 +250,11 @@ extern int64_t monotonic_ns (void);
 #define SLOW_NS (2 * 1000000)
 
 /* prefetch.c: read-ahead for sequential streams (see there). */
+/* The head start: bytes asked for in the probe's flight (prefetch.c). */
+#define HEAD_START (12 * 1024 * 1024)
 extern void prefetch_init (void);
+extern void prefetch_head_start (void);
+extern void prefetch_after_fork (void);
 extern void prefetch_unload (void);
 extern int prefetch_pread (void *buf, uint32_t count, uint64_t offset);
 extern int prefetch_cache (uint32_t count, uint64_t offset);

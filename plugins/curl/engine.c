@@ -45,6 +45,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -408,4 +409,104 @@ engine_get_stream (struct conn *c, uint64_t first, uint64_t last,
                 cfg.shown_url, first, last,
                 x.sink_stopped ? "no longer wanted: stopped" : x.why);
   return verdict_failed (x.v) ? x.v : VERDICT_REFUSED;
+}
+
+/* A read-ahead GET begun in the probe's flight (the head start:
+ * prefetch.c), before nbdkit runs: mux.c carries its transfer on, and
+ * engine_stream_end, in its segment's thread once there is one, waits
+ * for it and judges its answer.
+ */
+struct early_get {
+  struct xfer x;
+  struct span span;
+  struct mux_req r;
+};
+
+/* The HTTP/2 weight of the head start's GET from first: all of them go
+ * out at once, and a server that shares its link among streams by
+ * weight (nginx sends the frames of the heavier first) then sends them
+ * more nearly in order, so that the client's first reads, which wait
+ * for the whole of a segment, are served one after the other instead
+ * of all at the end.  Between the probe's (256) and reads' (16).
+ */
+static long
+head_weight (uint64_t first)
+{
+  uint64_t mib = first >> 20;
+
+  return mib >= 16 ? 32 : 255 - 14 * (long) mib;
+}
+
+/* From the probe's mux_when_sent function: GET of bytes first-last
+ * handed to sink as they come, sent on c beside the probe's own
+ * request (exchange_beside), or NULL (logged for debugging).
+ */
+struct early_get *
+engine_stream_begin (struct conn *c, uint64_t first, uint64_t last,
+                     bool (*sink) (void *, uint64_t, const char *, size_t),
+                     void *opaque)
+{
+  struct early_get *g = calloc (1, sizeof *g);
+  CURLcode rc;
+
+  if (g == NULL)
+    return NULL;
+  g->span = (struct span) { .first = first, .last = last };
+  g->x = (struct xfer) {
+    .q = one_range (first, last, -1), .what = "head start",
+    .offset = first, .count = last - first + 1, .spans = &g->span,
+    .sink = sink, .sink_data = opaque, .weight = head_weight (first),
+  };
+  if (exchange_beside (c, &g->x) == -1) {
+    free (g);
+    return NULL;
+  }
+  g->r.easy = c->easy;
+  rc = mux_begin (&g->r);
+  if (rc != CURLE_OK) {
+    nbdkit_debug ("head start: %s: not sent: %s", cfg.shown_url,
+                  curl_easy_strerror (rc));
+    exchange_end (c, &g->x, rc);        /* frees what it holds */
+    free (g);
+    return NULL;
+  }
+  return g;
+}
+
+/* Wait for g's end (mux_wait), judge its answer and free it: the
+ * verdict.  It was asked before the object was known, with neither its
+ * size nor a precondition: now it is judged as a read of the object the
+ * probe found, which must be pinned (the answer shows the validators
+ * the probe's did, and the same total), and a range past the object's
+ * end (a small one) is refused unjudged.  Failures are logged for
+ * debugging only: the reads it would have served are ordinary ones.
+ */
+enum verdict
+engine_stream_end (struct early_get *g)
+{
+  struct xfer *x = &g->x;
+  struct conn *c = x->conn;
+  CURLcode rc = mux_wait (&g->r, &x->client_gone);
+  enum verdict v = VERDICT_REFUSED;
+
+  exchange_end (c, x, rc);
+  x->q.serving = true;
+  x->q.expect_total = object.size;
+  x->q.pinned = remote_pin (&x->q.pin);
+  if (!x->q.pinned)
+    snprintf (x->why, sizeof x->why, "the reads are not pinned");
+  else if (object.size < 0 || g->span.last >= (uint64_t) object.size)
+    snprintf (x->why, sizeof x->why, "past the object's end");
+  else if (x->sink_stopped)
+    snprintf (x->why, sizeof x->why, "no longer wanted: stopped");
+  else if (exchange_judge (x) == 0)
+    v = x->v;
+  else
+    v = verdict_failed (x->v) ? x->v : VERDICT_REFUSED;
+  if (verdict_failed (v))
+    nbdkit_debug ("head start: %s: bytes %" PRIu64 "-%" PRIu64 ": %s",
+                  cfg.shown_url, g->span.first, g->span.last, x->why);
+  (void) conn_took_spare (c);
+  free (g);
+  return v;
 }

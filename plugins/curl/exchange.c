@@ -127,6 +127,11 @@ set_request (CURL *e, struct xfer *x, const char *url,
 
   curl_easy_setopt (e, CURLOPT_URL, url);
   curl_easy_setopt (e, CURLOPT_HTTP_VERSION, mux_http_version ());
+  /* Over HTTP/2, the probe's answer before the head start's, and theirs
+   * before reads' (see engine_stream_begin).
+   */
+  curl_easy_setopt (e, CURLOPT_STREAM_WEIGHT,
+                    x->weight ? x->weight : x->q.serving ? 16L : 256L);
   callbacks_attach (e, x);
   switch (x->q.method) {
   case HEAD:
@@ -155,34 +160,49 @@ set_request (CURL *e, struct xfer *x, const char *url,
                     !trusted ? NULL : cookie ? cookie : cfg.cookie);
 }
 
-/* One exchange of the request on handle c with the server at url:
- * 0, or -1 with x->v a failure and x->why set (or the error reported,
- * x->reported).  Only where trusted does it carry the user's
- * credentials, cookie and headers.
+/* The exchange the probe has on its way, while it runs (see
+ * exchange_beside).
  */
-int
-exchange_one (struct conn *c, struct xfer *x, const char *url,
-              bool trusted)
-{
-  CURL *e = c->easy;
-  CURLcode rc;
-  CLEANUP_SLIST struct curl_slist *headers = NULL;
-  CLEANUP_FREE char *cookie = NULL;
-  curl_off_t usecs = 0;
+static struct {
+  const char *url;
+  bool trusted;
+} probe_hop;
 
+/* Before x's transfer on c to url (x->req_headers and x->req_cookie
+ * hold what libcurl does not copy): 0, or -1 with x->v a failure and
+ * the error reported.
+ */
+static int
+exchange_begin (struct conn *c, struct xfer *x, const char *url,
+                bool trusted)
+{
   begin_exchange (x);
+  x->req_headers = NULL;
+  x->req_cookie = NULL;
   /* These report their own errors. */
-  if (request_headers (x, trusted, &headers) == -1 ||
-      (trusted && script_cookie (&cookie) == -1)) {
+  if (request_headers (x, trusted, &x->req_headers) == -1 ||
+      (trusted && script_cookie (&x->req_cookie) == -1)) {
+    curl_slist_free_all (x->req_headers);
+    x->req_headers = NULL;
     x->v = VERDICT_REFUSED;
     x->reported = true;
     return -1;
   }
-
   x->conn = c;
   c->errbuf[0] = '\0';
-  set_request (e, x, url, headers, cookie, trusted);
-  rc = mux_on () ? mux_perform (e, &x->client_gone) : curl_easy_perform (e);
+  set_request (c->easy, x, url, x->req_headers, x->req_cookie, trusted);
+  return 0;
+}
+
+/* After x's transfer on c, which ended with rc: the answer complete,
+ * not judged yet.
+ */
+void
+exchange_end (struct conn *c, struct xfer *x, CURLcode rc)
+{
+  CURL *e = c->easy;
+  curl_off_t usecs = 0;
+
   if (curl_debug_times)
     timing_add (e);
   if (curl_debug_requests) {
@@ -192,10 +212,14 @@ exchange_one (struct conn *c, struct xfer *x, const char *url,
                   x->q.nranges, x->a.status, (int64_t) usecs);
   }
 
-  /* A list set for this request is freed when this function returns:
-   * the handle goes back with the user's list.
+  /* The list set for this request is freed here: the handle goes back
+   * with the user's list.
    */
   curl_easy_setopt (e, CURLOPT_HTTPHEADER, cfg.headers);
+  curl_slist_free_all (x->req_headers);
+  x->req_headers = NULL;
+  free (x->req_cookie);
+  x->req_cookie = NULL;
 
   x->a.complete = true;
   x->a.rc = rc;
@@ -203,9 +227,53 @@ exchange_one (struct conn *c, struct xfer *x, const char *url,
   x->a.errbuf = c->errbuf;
   if (x->v == VERDICT_PARTS)
     multipart_complete (&x->a.mp);      /* a.mp.complete, or a.mp.why */
+}
+
+/* The verdict on x's complete answer: 0, or -1 with x->v a failure. */
+int
+exchange_judge (struct xfer *x)
+{
   if (callbacks_judge (x))
     return 0;
   if (x->v == VERDICT_OBJECT_CHANGED)
     remote_changed_now ();
   return -1;
+}
+
+/* One exchange of the request on handle c with the server at url:
+ * 0, or -1 with x->v a failure and x->why set (or the error reported,
+ * x->reported).  Only where trusted does it carry the user's
+ * credentials, cookie and headers.
+ */
+int
+exchange_one (struct conn *c, struct xfer *x, const char *url,
+              bool trusted)
+{
+  CURLcode rc;
+
+  if (exchange_begin (c, x, url, trusted) == -1)
+    return -1;
+  if (!x->q.serving) {
+    probe_hop.url = url;
+    probe_hop.trusted = trusted;
+  }
+  rc = mux_on () ? mux_perform (c->easy, &x->client_gone)
+    : curl_easy_perform (c->easy);
+  probe_hop.url = NULL;
+  exchange_end (c, x, rc);
+  return exchange_judge (x);
+}
+
+/* While the probe's exchange is on its way (called from it: see
+ * mux_when_sent), x set up on c to go to the same URL with the same
+ * trust, its transfer left to the caller: 0, or -1 (none on its way,
+ * or x->v a failure, reported).  So no secret goes anywhere the
+ * probe's request did not.
+ */
+int
+exchange_beside (struct conn *c, struct xfer *x)
+{
+  if (probe_hop.url == NULL)
+    return -1;
+  return exchange_begin (c, x, probe_hop.url, probe_hop.trusted);
 }

@@ -42,17 +42,6 @@
 
 #include "curldefs.h"
 
-/* One request handed to the thread.  Lives on the waiting thread's
- * stack until done.
- */
-struct mux_req {
-  CURL *easy;
-  CURLcode rc;
-  bool done;
-  pthread_cond_t cond;
-  struct mux_req *next;
-};
-
 static struct {
   pthread_mutex_t lock;
   CURLM *multi;
@@ -62,6 +51,10 @@ static struct {
   pthread_t thread;
   struct mux_req *head, *tail;  /* handed over, not yet added */
   pthread_condattr_t cond_attr; /* CLOCK_MONOTONIC, for mux_perform */
+  unsigned added;               /* in the multi handle: whoever drives */
+  /* Added before the thread ran (mux_begin), until mux_wait. */
+  struct mux_req *early[MUX_EARLY];
+  void (*when_sent) (void);     /* see mux_when_sent */
 } mux = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* How often a waiting thread asks whether its client went. */
@@ -112,6 +105,8 @@ mux_init (void)
 {
   if (!mux_wanted ())
     return 0;
+  pthread_condattr_init (&mux.cond_attr);
+  pthread_condattr_setclock (&mux.cond_attr, CLOCK_MONOTONIC);
   mux.multi = curl_multi_init ();
   if (mux.multi == NULL) {
     nbdkit_error ("curl_multi_init: failed");
@@ -153,11 +148,28 @@ mux_http_version (void)
     ? CURL_HTTP_VERSION_1_1 : cfg.http_version;
 }
 
+static void finish (struct mux_req *r, CURLcode rc);
+
 static void
 mux_drop (const char *why)
 {
+  unsigned i;
+
   nbdkit_debug ("%s: not multiplexed: %s", cfg.shown_url, why);
   mux.on = false;
+  /* Requests added early (the head start: mux_begin) end here, unless
+   * they did already; their owners find them done.
+   */
+  for (i = 0; i < MUX_EARLY; i++) {
+    struct mux_req *r = mux.early[i];
+
+    if (r != NULL && !r->done) {
+      curl_multi_remove_handle (mux.multi, r->easy);
+      curl_easy_setopt (r->easy, CURLOPT_PRIVATE, NULL);
+      mux.added--;
+      finish (r, CURLE_ABORTED_BY_CALLBACK);
+    }
+  }
   curl_multi_cleanup (mux.multi);       /* closes the probe's connection */
   mux.multi = NULL;
 }
@@ -246,6 +258,7 @@ reap (void)
     curl_easy_getinfo (e, CURLINFO_PRIVATE, (char **) &r);
     curl_multi_remove_handle (mux.multi, e);
     curl_easy_setopt (e, CURLOPT_PRIVATE, NULL);
+    mux.added--;
     finish (r, rc);
     n++;
   }
@@ -260,8 +273,10 @@ add (struct mux_req *r)
   curl_easy_setopt (r->easy, CURLOPT_PIPEWAIT, 1L);
   curl_easy_setopt (r->easy, CURLOPT_PRIVATE, (char *) r);
   mc = curl_multi_add_handle (mux.multi, r->easy);
-  if (mc == CURLM_OK)
+  if (mc == CURLM_OK) {
+    mux.added++;
     return CURLE_OK;
+  }
   nbdkit_debug ("curl_multi_add_handle: %s", curl_multi_strerror (mc));
   return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
 }
@@ -289,7 +304,6 @@ back_off_error (CURLMcode mc)
 static void *
 drive (void *arg)
 {
-  unsigned running = 0;
   int still;
 
   (void) arg;
@@ -307,15 +321,13 @@ drive (void *arg)
     for (r = list; r != NULL; r = next) {
       next = r->next;           /* r may be gone once finished */
       rc = add (r);
-      if (rc == CURLE_OK)
-        running++;
-      else
+      if (rc != CURLE_OK)
         finish (r, rc);
     }
-    if (stop && running == 0)
+    if (stop && mux.added == 0)
       break;
     mc = curl_multi_perform (mux.multi, &still);
-    running -= reap ();
+    reap ();
     if (mc == CURLM_OK)
       mc = curl_multi_poll (mux.multi, NULL, 0, 1000, NULL);
     if (mc != CURLM_OK)
@@ -332,8 +344,6 @@ mux_start (void)
 
   if (!mux_on ())
     return 0;
-  pthread_condattr_init (&mux.cond_attr);
-  pthread_condattr_setclock (&mux.cond_attr, CLOCK_MONOTONIC);
   err = pthread_create (&mux.thread, NULL, drive, NULL);
   if (err != 0) {
     nbdkit_error ("pthread_create: %s", strerror (err));
@@ -343,22 +353,48 @@ mux_start (void)
   return 0;
 }
 
+/* Whether the request on e has been sent, or is being sent. */
+static bool
+sent (CURL *e)
+{
+  curl_off_t t = 0;
+
+  return curl_easy_getinfo (e, CURLINFO_PRETRANSFER_TIME_T, &t) == CURLE_OK &&
+    t > 0;
+}
+
 /* Before the thread runs (the probe, in .get_ready): drive the multi
- * handle here, for this one request.
+ * handle here until r is done; when the request on e has gone out,
+ * call mux_when_sent's function, once.
  */
+static void
+drive_here (struct mux_req *r, CURL *e)
+{
+  int still;
+
+  while (!r->done) {
+    curl_multi_perform (mux.multi, &still);
+    if (mux.when_sent != NULL && e != NULL && sent (e)) {
+      void (*fn) (void) = mux.when_sent;
+
+      mux.when_sent = NULL;
+      fn ();
+      continue;                 /* what fn added goes out at once */
+    }
+    if (reap () == 0)
+      curl_multi_poll (mux.multi, NULL, 0, 1000, NULL);
+  }
+}
+
 static CURLcode
 perform_here (CURL *e)
 {
   struct mux_req r = { .easy = e };
-  int still;
 
   pthread_cond_init (&r.cond, NULL);
   r.rc = add (&r);
-  while (r.rc == CURLE_OK && !r.done) {
-    curl_multi_perform (mux.multi, &still);
-    if (reap () == 0)
-      curl_multi_poll (mux.multi, NULL, 0, 1000, NULL);
-  }
+  if (r.rc == CURLE_OK)
+    drive_here (&r, e);
   pthread_cond_destroy (&r.cond);
   return r.rc;
 }
@@ -421,6 +457,66 @@ mux_perform (CURL *e, bool *client_gone)
   return r.rc;
 }
 
+/* Before the thread runs: fn is called once, from the next request
+ * performed here, as soon as it has been sent and while its answer is
+ * on its way (the head start rides in its flight: probe.c); NULL
+ * cancels.  fn may call mux_begin.
+ */
+void
+mux_when_sent (void (*fn) (void))
+{
+  mux.when_sent = fn;
+}
+
+/* Before the thread runs: add r (its easy handle set up) and return at
+ * once; mux_wait waits for it, in the thread of whoever does.  CURLE_OK,
+ * or why it was not added.
+ */
+CURLcode
+mux_begin (struct mux_req *r)
+{
+  unsigned i;
+
+  r->done = false;
+  r->next = NULL;
+  if (mux.running || !mux_on ())
+    return CURLE_FAILED_INIT;
+  for (i = 0; i < MUX_EARLY && mux.early[i] != NULL; i++)
+    ;
+  if (i == MUX_EARLY)
+    return CURLE_FAILED_INIT;
+  pthread_cond_init (&r->cond, &mux.cond_attr);
+  r->rc = add (r);
+  if (r->rc != CURLE_OK) {
+    pthread_cond_destroy (&r->cond);
+    return r->rc;
+  }
+  mux.early[i] = r;
+  return CURLE_OK;
+}
+
+/* Wait for the end of r, added by mux_begin: its result.  Where the
+ * thread does not run yet (or no more: nbdkit stopped before it
+ * started), the multi handle is driven here.
+ */
+CURLcode
+mux_wait (struct mux_req *r, bool *client_gone)
+{
+  unsigned i;
+
+  if (mux.running)
+    wait_for (r, client_gone);
+  else if (!r->done)
+    drive_here (r, NULL);
+  pthread_mutex_lock (&mux.lock);
+  for (i = 0; i < MUX_EARLY; i++)
+    if (mux.early[i] == r)
+      mux.early[i] = NULL;
+  pthread_mutex_unlock (&mux.lock);
+  pthread_cond_destroy (&r->cond);
+  return r->rc;
+}
+
 /* At unload, when no request runs: the thread ends, and the
  * connections close.
  */
@@ -434,7 +530,6 @@ mux_unload (void)
     curl_multi_wakeup (mux.multi);
     pthread_join (mux.thread, NULL);
     mux.running = false;
-    pthread_condattr_destroy (&mux.cond_attr);
   }
   if (mux.multi != NULL)
     curl_multi_cleanup (mux.multi);

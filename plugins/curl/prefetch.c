@@ -226,6 +226,44 @@ prefetch_init (void)
   seg_init ();
 }
 
+/* The head start (probe.c): while the probe's request is on its way to
+ * a distant HTTP/2 server, a stream from the object's start asks, as
+ * NBD_CMD_CACHE would, for its first HEAD_START bytes on the same
+ * connection, so that the client's first reads find them coming instead
+ * of costing one more round trip.  Its segments are judged, once the
+ * probe has found the object, as every read's answer is
+ * (engine_stream_end).
+ */
+void
+prefetch_head_start (void)
+{
+  struct stream *st;
+  int64_t now;
+  uint64_t size = HEAD_START;
+
+  if (!cfg.readahead || cfg.readahead_size == 0 || cfg.is_file)
+    return;
+  if (size > cfg.readahead_size)
+    size = cfg.readahead_size;
+  LOCK_FOR_SCOPE (&seg_lock);
+  now = monotonic_ns ();
+  st = stream_start_locked (0, 0, now);
+  if (st == NULL)
+    return;
+  if (curl_debug_readahead)
+    nbdkit_debug ("read-ahead: head start: bytes 0-%" PRIu64 " asked for "
+                  "in the probe's flight", size - 1);
+  stream_hint_locked (st, 0, size, now);
+}
+
+/* Once nbdkit runs: the head start's segments get their threads. */
+void
+prefetch_after_fork (void)
+{
+  LOCK_FOR_SCOPE (&seg_lock);
+  seg_after_fork_locked ();
+}
+
 /* Before the pool goes: stop every segment and wait for its thread. */
 void
 prefetch_unload (void)

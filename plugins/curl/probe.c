@@ -20,6 +20,32 @@
 
 static int probe_on (struct conn *c);
 
+/* The head start goes to a server whose connection took at least this
+ * long to set up (two round trips of 10 ms): nearer, the round trip it
+ * saves is not worth the bytes a client may never read.
+ */
+#define HEAD_START_HANDSHAKE_NS (20 * INT64_C (1000000))
+
+/* The probe's connection, while its first request is on its way. */
+static struct conn *probe_conn;
+
+/* Called by mux.c once the probe's first GET has been sent over HTTP/2
+ * (mux_when_sent): on a distant server's connection, the head start
+ * (prefetch.c) goes out right behind it, in the same flight.
+ */
+static void
+head_start (void)
+{
+  int64_t ns = conn_handshake_ns (probe_conn);
+
+  if (!conn_took_http2 (probe_conn) || ns < HEAD_START_HANDSHAKE_NS)
+    return;
+  nbdkit_debug ("%s: HTTP/2, set up in %" PRIi64 " ms: a head start of "
+                "%d MiB goes beside the probe", cfg.shown_url, ns / 1000000,
+                HEAD_START / (1024 * 1024));
+  prefetch_head_start ();
+}
+
 /* One validator of the object, from whichever probe answer carries it:
  * the GET's where both do (reads are GETs, and their answers are
  * compared with it), and an error where the two differ, which means
@@ -139,10 +165,15 @@ probe_on (struct conn *c)
   struct object_info head = { .size = -1 };
   struct object_info get = { .size = -1 };
   uint32_t got;
+  int r;
 
   if (cfg.is_file)
     return probe_file (c);
-  if (engine_get_first (c, &get, 0, first, sizeof first, &got) == -1)
+  probe_conn = c;
+  mux_when_sent (head_start);
+  r = engine_get_first (c, &get, 0, first, sizeof first, &got);
+  mux_when_sent (NULL);
+  if (r == -1)
     return -1;
   switch (mux_choose (c->easy, timing_round_trip ())) {
   case MUX_KEPT:                /* spares where ALPN could not be read */

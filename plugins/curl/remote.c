@@ -165,6 +165,11 @@ remote_unpin (void)
     nbdkit_debug ("%s: a writable connection: reads no longer pinned",
                   cfg.shown_url);
   pinned = false;
+  /* What read-ahead holds (the head start, fetched before any client
+   * came) was checked against the pin alone: dropped, as for a changed
+   * object.
+   */
+  remote_changed_now ();
 }
 
 /* Are reads pinned now?  If so (or once they were), *p says to what;

@@ -23,6 +23,7 @@
 
 #include <config.h>
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,11 @@ uint64_t seg_started, seg_fetched;      /* totals, for debug */
 
 static char *spare_block;       /* one freed block kept for reuse */
 static bool stopping;           /* nbdkit unloads the plugin */
+/* Threads may start (nbdkit has forked): before, a segment (the head
+ * start: prefetch.c) is begun on mux.c's multi handle, and its thread
+ * starts in seg_after_fork_locked.
+ */
+static bool threads_ok;
 
 static void
 free_block_locked (char *b)
@@ -89,9 +95,11 @@ seg_reap_locked (struct seg *g)
   if (!g->used || g->running || g->reaping || g->readers > 0)
     return;
   g->reaping = true;
-  pthread_mutex_unlock (&seg_lock);
-  pthread_join (g->thread, NULL);
-  pthread_mutex_lock (&seg_lock);
+  if (g->threaded) {
+    pthread_mutex_unlock (&seg_lock);
+    pthread_join (g->thread, NULL);
+    pthread_mutex_lock (&seg_lock);
+  }
   seg_release_below_locked (g, g->end);
   free (g->blk);
   g->blk = NULL;
@@ -178,27 +186,98 @@ sink (void *opaque, uint64_t pos, const char *data, size_t len)
   return true;
 }
 
-static void *
-seg_thread (void *opaque)
+/* g's GET ended with v (its connection given back). */
+static void
+ended_locked (struct seg *g, enum verdict v, bool early)
 {
-  struct seg *g = opaque;
   struct seg_owner *o = g->owner;
-  enum verdict v;
 
-  v = engine_get_stream (g->conn, g->start, g->end - 1, sink, g);
-  pool_put (g->conn);
-
-  LOCK_FOR_SCOPE (&seg_lock);
   g->conn = NULL;
+  g->early = NULL;
   g->running = false;
   o->nrunning--;
   g->failed = verdict_failed (v);
   seg_fetched += g->got - g->start;
   o->fetched += g->got - g->start;
+  /* A GET of the head start that failed (asked before the object was
+   * known, it may lie past its end: engine_stream_end) serves nothing,
+   * and costs later streams no back-off; its stream's other GETs still
+   * serve.
+   */
   o->ended (o, !g->failed,
-            g->failed && !g->abandon && !o->abandon && !stopping);
+            g->failed && !early && !g->abandon && !o->abandon && !stopping);
   pthread_cond_broadcast (&seg_cond);
+}
+
+static void *
+seg_thread (void *opaque)
+{
+  struct seg *g = opaque;
+  bool early = g->early != NULL;
+  enum verdict v;
+
+  v = early ? engine_stream_end (g->early)
+    : engine_get_stream (g->conn, g->start, g->end - 1, sink, g);
+  pool_put (g->conn);
+
+  LOCK_FOR_SCOPE (&seg_lock);
+  ended_locked (g, v, early);
   return NULL;
+}
+
+/* Before nbdkit forks, where no thread may start: g's GET goes out on
+ * mux.c's multi handle now, in the probe's flight, and its thread
+ * starts later (seg_after_fork_locked).
+ */
+static bool
+begin_early_locked (struct seg *g)
+{
+  g->early = engine_stream_begin (g->conn, g->start, g->end - 1, sink, g);
+  return g->early != NULL;
+}
+
+/* g, begun early and without a thread, ended here: it was abandoned,
+ * so its sink stops it at once.
+ */
+static void
+end_here_locked (struct seg *g)
+{
+  struct early_get *e = g->early;
+  struct conn *c = g->conn;
+  enum verdict v;
+
+  g->early = NULL;              /* not for another to end */
+  pthread_mutex_unlock (&seg_lock);
+  v = engine_stream_end (e);
+  pool_put (c);
+  pthread_mutex_lock (&seg_lock);
+  ended_locked (g, v, true);
+}
+
+/* Once nbdkit runs: the threads of the segments begun before.  One
+ * whose thread cannot start is stopped and waited for here.
+ */
+void
+seg_after_fork_locked (void)
+{
+  unsigned i;
+  int err;
+
+  threads_ok = true;
+  for (i = 0; i < MAX_SEGS; i++) {
+    struct seg *g = &seg_table[i];
+
+    if (!g->used || g->early == NULL || g->threaded)
+      continue;
+    err = pthread_create (&g->thread, NULL, seg_thread, g);
+    if (err == 0) {
+      g->threaded = true;
+      continue;
+    }
+    nbdkit_debug ("read-ahead: pthread_create: %s", strerror (err));
+    g->abandon = true;
+    end_here_locked (g);
+  }
 }
 
 /* Ask for [start, end) for o: false when no slot or connection is free
@@ -229,9 +308,15 @@ seg_start_locked (struct seg_owner *o, uint64_t start, uint64_t end)
     g->used = false;
     return false;
   }
-  err = pthread_create (&g->thread, NULL, seg_thread, g);
+  if (!threads_ok)
+    err = begin_early_locked (g) ? 0 : EAGAIN;
+  else {
+    err = pthread_create (&g->thread, NULL, seg_thread, g);
+    if (err != 0)
+      nbdkit_debug ("read-ahead: pthread_create: %s", strerror (err));
+    g->threaded = err == 0;
+  }
   if (err != 0) {
-    nbdkit_debug ("read-ahead: pthread_create: %s", strerror (err));
     pool_put (g->conn);
     free (g->blk);
     g->used = false;
@@ -260,18 +345,28 @@ seg_wait_locked (struct seg *g, int64_t until)
   return !g->running;
 }
 
-/* g's bytes [from, to) into buf. */
-void
+/* g's bytes [from, to) into buf: false, and nothing copied, if a block
+ * of them is not held (which the caller's checks should rule out: no
+ * read is ever served from memory that holds none of its bytes).
+ */
+bool
 seg_copy_locked (const struct seg *g, char *buf, uint64_t from, uint64_t to)
 {
+  uint64_t k;
+
+  for (k = (from - g->start) / BLOCK; k <= (to - 1 - g->start) / BLOCK; k++)
+    if (g->blk[k] == NULL)
+      return false;
   while (from < to) {
-    uint64_t k = (from - g->start) / BLOCK, off = (from - g->start) % BLOCK;
+    uint64_t off = (from - g->start) % BLOCK;
     uint64_t n = BLOCK - off < to - from ? BLOCK - off : to - from;
 
+    k = (from - g->start) / BLOCK;
     memcpy (buf, g->blk[k] + off, n);
     buf += n;
     from += n;
   }
+  return true;
 }
 
 /* Before any segment: seg_cond waits on CLOCK_MONOTONIC, the clock of
@@ -300,6 +395,11 @@ seg_stop_all_locked (void)
   for (i = 0; i < MAX_SEGS; i++)
     if (seg_table[i].used)
       seg_abandon_locked (&seg_table[i]);
+  /* Begun before nbdkit ran, and no thread came to wait for them. */
+  for (i = 0; i < MAX_SEGS; i++)
+    if (seg_table[i].used && seg_table[i].early != NULL &&
+        !seg_table[i].threaded)
+      end_here_locked (&seg_table[i]);
   for (i = 0; i < MAX_SEGS; i++) {
     while (seg_table[i].used && seg_table[i].running)
       pthread_cond_wait (&seg_cond, &seg_lock);

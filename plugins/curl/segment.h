@@ -52,6 +52,8 @@ struct seg {
   int64_t drain_until;          /* abandoned: read on until then */
   char **blk;                   /* one per BLOCK of the range */
   struct conn *conn;
+  struct early_get *early;      /* begun before nbdkit ran (head start) */
+  bool threaded;                /* thread was started */
   pthread_t thread;
 };
 
@@ -68,9 +70,10 @@ extern void seg_release_below_locked (struct seg *g, uint64_t pos);
 extern void seg_abandon_locked (struct seg *g);
 extern void seg_reap_locked (struct seg *g);
 extern bool seg_wait_locked (struct seg *g, int64_t until);
-extern void seg_copy_locked (const struct seg *g, char *buf, uint64_t from,
+extern bool seg_copy_locked (const struct seg *g, char *buf, uint64_t from,
                              uint64_t to);
 extern void seg_init (void);
+extern void seg_after_fork_locked (void);
 extern void seg_stop_all_locked (void);
 
 /* stream.c: all with seg_lock held. */

@@ -407,9 +407,9 @@ stream_serve_locked (struct stream *st, char *buf, uint32_t count,
         back_off_locked (st);
       break;
     }
-    if (g->gen != gen || g->failed || g->got < g->end || pos < g->base)
+    if (g->gen != gen || g->failed || g->got < g->end || pos < g->base ||
+        st->o.abandon || !seg_copy_locked (g, buf + (pos - offset), pos, want))
       break;
-    seg_copy_locked (g, buf + (pos - offset), pos, want);
     pos = want;
   }
   if (pos == offset)

@@ -43,6 +43,9 @@ struct xfer {
   struct timespec ignoring_since;  /* this try's first ignored body, or 0 */
   struct timespec stop_checked; /* see progress_cb */
   bool reported;                /* the error was reported where it arose */
+  long weight;                  /* HTTP/2 stream weight, 0: the default */
+  struct curl_slist *req_headers;  /* exchange.c: sent with this try */
+  char *req_cookie;             /* ... and cookie-script's cookie */
 };
 
 /* callbacks.c */
@@ -52,6 +55,9 @@ extern bool callbacks_judge (struct xfer *x);
 /* exchange.c */
 extern int exchange_one (struct conn *c, struct xfer *x, const char *url,
                          bool trusted);
+extern int exchange_beside (struct conn *c, struct xfer *x);
+extern void exchange_end (struct conn *c, struct xfer *x, CURLcode rc);
+extern int exchange_judge (struct xfer *x);
 
 /* route.c */
 extern int route_init (void);

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# test-curl-head-start.sh: the head start.  While the start-up probe's
+# GET is on its way to a distant HTTP/2 server, the plugin asks for the
+# object's first 12 MiB right behind it, on the same connection, and
+# serves the client's first reads from those answers once they are
+# judged against the object the probe found.
+#  (a) nginx with HTTP/2 30 ms away (helpers/linkem): nbdkit sends the
+#      head start before the probe's answer has come (its message comes
+#      before the one that says what the answer was); nginx logs the
+#      head start's eight GETs, exactly 0-12582911 in all, on the
+#      probe's TCP connection; a copy is byte-exact on that one
+#      connection, at least 8 MiB of it served from the head start, and
+#      nginx is asked again for at most three of nbdcopy's 1 MiB reads in
+#      the first 12 MiB.
+#  (b) the same nginx on loopback, http-version=2TLS: no head start, only
+#      the probe's GET before the client's reads.
+#  (c) a writable connection (no -r) ends the pin, and drops what read-
+#      ahead holds: nothing of the head start is served, and the copy is
+#      byte-exact.
+#  (d) an object smaller than the head start (1 MiB + 7): byte-exact, and
+#      the GETs past its end are refused unjudged.
+#  (e) faults on the head start's GETs (helpers/h2-fault-server.py 20 ms
+#      away; its Nth GET after the probe is the head start's Nth): one
+#      cut short, reset, stalled, or answered with other bytes than
+#      asked for is not served and the copy is byte-exact; the object
+#      replaced from the head start's first GET on (with and without
+#      If-Match honoured) fails the copy as changed, with no wrong byte
+#      written; pin-object=false serves nothing of the head start.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
+requires_plugin
+requires nbdcopy
+
+rtt=30
+size=$((32 * 1024 * 1024 + 321))
+make_cert
+serve_image "$size"
+start_linkem "$tlsport" "$rtt"
+far=https://127.0.0.1:$linkem_port/disk.img
+
+mark ()
+{
+  first=$(($(wc -l <"$tmp/access.log") + 1))
+}
+
+since_mark ()
+{
+  tail -n +"$first" "$tmp/access.log"
+}
+
+# served ERR: the bytes read-ahead served, from its totals at unload.
+served ()
+{
+  sed -n 's/.*read-ahead: .* fetched [0-9]* bytes and served \([0-9]*\);.*/\1/p' \
+      "$1" | tail -1
+}
+
+said_before ()
+{
+  local err=$1 a=$2 b=$3 la lb
+  la=$(grep -n -m1 -F -- "$a" "$err" | cut -d: -f1)
+  lb=$(grep -n -m1 -F -- "$b" "$err" | cut -d: -f1)
+  [ -n "$la" ] && [ -n "$lb" ] && [ "$la" -lt "$lb" ]
+}
+
+# (a)
+mark
+start_nbdkit far -r -v -D curl.readahead=1 "$PLUGIN" "$far" \
+  cainfo="$tmp/cert.pem"
+said_before "$tmp/far.err" 'a head start of 12 MiB goes beside the probe' \
+  'HTTP/2: requests as streams on one connection' ||
+  fail "(a) no head start before the probe's answer: $(grep -i 'head start\|HTTP/2' "$tmp/far.err" | head -3)"
+since_mark > "$tmp/a-start.log"
+probe_conn=$(awk '$3 == "bytes=0-8191" { print $1; exit }' "$tmp/a-start.log")
+[ -n "$probe_conn" ] || fail "(a) nginx logged no probe: $(cat "$tmp/a-start.log")"
+# The head start's GETs: every one but the probe's before the client.
+awk -v c="$probe_conn" '
+  $2 != "GET" || $3 == "bytes=0-8191" { next }
+  $1 != c { print "another connection: " $0; bad++ }
+  $4 != 206 { print "not 206: " $0; bad++ }
+  { split(substr($3, 7), r, "-")
+    if (r[1] != next_byte) { print "not contiguous: " $0; bad++ }
+    next_byte = r[2] + 1; n++ }
+  BEGIN { next_byte = 0 }
+  END {
+    if (n != 8) { print n " GETs, not 8"; bad++ }
+    if (next_byte != 12582912) { print "up to " next_byte ", not 12582912"; bad++ }
+    exit bad > 0
+  }' "$tmp/a-start.log" > "$tmp/a-check.out" ||
+  fail "(a) the head start's GETs: $(tr '\n' ' ' < "$tmp/a-check.out")"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
+rm -f "$tmp/out.img"
+stop_nbdkit far
+conns=$(since_mark | cut -d' ' -f1 | sort -u | wc -l)
+[ "$conns" -eq 1 ] || problem "(a) requests on $conns connections, not 1"
+# The reads of the first 12 MiB were served from the head start: at
+# least 8 MiB of it, and nginx asked again for at most 3 of nbdcopy's
+# 1 MiB reads there (one that comes more than 512 KiB behind a read
+# already served finds its bytes freed: see "Read-ahead" in the manual).
+since_mark | tail -n +$(($(wc -l < "$tmp/a-start.log") + 1)) |
+  awk '$2 == "GET" { split(substr($3, 7), r, "-"); if (r[1] < 12582912) print }' \
+  > "$tmp/a-again.log"
+again=$(wc -l < "$tmp/a-again.log")
+[ "$again" -le 3 ] ||
+  problem "(a) $again reads asked again after the head start: $(head -3 "$tmp/a-again.log" | tr '\n' ' ')"
+got=$(served "$tmp/far.err")
+[ -n "$got" ] && [ "$got" -ge $((8 * 1024 * 1024)) ] ||
+  problem "(a) read-ahead served ${got:-nothing}, not the head start's 8 MiB or more"
+
+# (b)
+mark
+start_nbdkit near -r -v "$PLUGIN" "$url" cainfo="$tmp/cert.pem" \
+  http-version=2TLS
+grep -q 'HTTP/2: requests as streams on one connection' "$tmp/near.err" ||
+  fail "(b) not HTTP/2 on loopback with 2TLS"
+! grep -q 'head start' "$tmp/near.err" ||
+  problem "(b) loopback: $(grep -m1 'head start' "$tmp/near.err")"
+reqs=$(since_mark | wc -l)
+[ "$reqs" -eq 1 ] ||
+  problem "(b) loopback: $reqs requests before the client, not the probe's one"
+stop_nbdkit near
+
+# (c)
+start_nbdkit rw -v -D curl.readahead=1 "$PLUGIN" "$far" cainfo="$tmp/cert.pem"
+grep -q 'a head start of 12 MiB' "$tmp/rw.err" || fail "(c) no head start"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
+rm -f "$tmp/out.img"
+stop_nbdkit rw
+hs=$(grep -m1 'read-ahead: stream from 0 ends: ' "$tmp/rw.err" || :)
+[[ $hs == *", served 0 bytes;"* ]] ||
+  problem "(c) a writable connection, yet the head start: ${hs:-did not end}"
+
+# (d)
+small=$tmp/www/small.img
+make_random_file "$small" $((1024 * 1024 + 7))
+start_nbdkit small -r -v -D curl.readahead=1 "$PLUGIN" \
+  "https://127.0.0.1:$linkem_port/small.img" cainfo="$tmp/cert.pem"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+assert_same_file "$small" "$tmp/out.img"
+rm -f "$tmp/out.img"
+stop_nbdkit small
+grep -q "head start: .*: bytes 1048576-2097151: past the object's end" \
+     "$tmp/small.err" ||
+  problem "(d) the GET past the end was not refused: $(grep 'head start' "$tmp/small.err" | tail -3)"
+
+# (e) NAME | MODE | NTH | EXPECT | FAULT | PLUGIN-ARGS: the fault
+# server's --mode and --nth, fault_outcome's EXPECT (as in
+# test-curl-http2-faults.sh), and the fault its log must show ("-": the
+# case has none, and no byte of the head start may be served).
+requires_h2
+check_problems
+fsize=$((8 * 1024 * 1024 + 4097))
+make_random_file "$tmp/orig.img" "$fsize"
+cases=(
+  "short          | short-once      | 3 | copy | short |"
+  "rst            | rst-once        | 2 | copy | rst |"
+  "stall          | stall-once      | 1 | copy | stall |"
+  "wrong-range    | wrong-range     | 1 | copy | wrong-range |"
+  "wrong-label    | wrong-label     | 4 | copy | wrong-label |"
+  "goaway-abrupt  | goaway-abrupt   | 4 | copy | goaway |"
+  "changed        | changed         | 1 | fail:changed | - |"
+  "changed-ignore | changed-ignore-if-match | 1 | fail:changed | - |"
+  "unpinned       | normal          | 1 | copy | - | pin-object=false"
+)
+for row in "${cases[@]}"; do
+  case_row "$row" name mode nth expect fault args
+  : >"$tmp/h2.log"
+  start_h2_fault_server "$mode" "$tmp/orig.img" "$nth"
+  start_linkem "$h2_port" 20
+  t0=$EPOCHREALTIME
+  rm -f "$tmp/out.img"
+  st=0
+  # shellcheck disable=SC2086 # PLUGIN-ARGS are words
+  if fault_nbdkit -v -D curl.readahead=1 -- \
+       "https://127.0.0.1:$linkem_port/disk.img" cainfo="$tmp/cert.pem" \
+       retry-delay=0.05 timeout=1 $args; then
+    timeout 120 nbdcopy "$uri" "$tmp/out.img" 2>"$tmp/nbdcopy.err" || st=$?
+    stop_pid "$nbdkit_pid"
+  else
+    st=start
+  fi
+  secs=$(seconds_since "$t0")
+  stop_pid "$linkem_pid"
+  stop_pid "$h2_pid"
+  result=$(fault_outcome "$expect" "$st")
+  grep -q 'a head start of 12 MiB' "$tmp/nbdkit.err" ||
+    result="BAD: no head start; $result"
+  got=$(served "$tmp/nbdkit.err")
+  if [ "$fault" = - ]; then
+    [ "${got:-0}" -eq 0 ] || result="BAD: served $got bytes; $result"
+  else
+    grep -q " fault=$fault\$" "$tmp/h2.log" ||
+      result="BAD: injected no fault; $result"
+  fi
+  [ "${secs%.*}" -le 60 ] || result="BAD: took $secs s; $result"
+  case_done "$name" "$result (served ${got:-0}, $secs s)"
+  mv "$tmp/h2.log" "$tmp/h2-$name.log"
+  mv "$tmp/nbdkit.err" "$tmp/nbdkit-$name.err"
+done
+cases_end
