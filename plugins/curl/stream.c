@@ -424,9 +424,13 @@ stream_serve_locked (struct stream *st, char *buf, uint32_t count,
   st->window = min64 (max64 (st->window, 2 * (st->consumed - st->o.start)),
                       cfg.readahead_size);
   st->o.used_ns = monotonic_ns ();
+  /* Not a segment that other reads wait on: each of a client's reads
+   * in flight in one segment (qemu-img's 2 MiB in a 4 MiB one) is woken
+   * by its end, and the first to copy its bytes would free the others'.
+   */
   for (i = 0; i < MAX_SEGS; i++)
     if (seg_table[i].used && seg_table[i].owner == &st->o &&
-        st->consumed > KEEP)
+        seg_table[i].readers == 0 && st->consumed > KEEP)
       seg_release_below_locked (&seg_table[i], st->consumed - KEEP);
   feed_locked (st, 0);
   return pos - offset;

@@ -19,6 +19,11 @@
 #      byte-exact.
 #  (d) an object smaller than the head start (1 MiB + 7): byte-exact, and
 #      the GETs past its end are refused unjudged.
+#  (f) through a slow link (60 Mbit/s), two reads of 1 MiB in the head
+#      start's GET of 2-4 MiB and two of 2 MiB in its GET of 4-8 MiB,
+#      the later one of each pair sent first: all wait for their GET and
+#      are served from it, and nginx is asked for none of them (the
+#      first of a pair served freed the other's bytes).
 #  (e) faults on the head start's GETs (helpers/h2-fault-server.py 20 ms
 #      away; its Nth GET after the probe is the head start's Nth): one
 #      cut short, reset, stalled, or answered with other bytes than
@@ -146,6 +151,44 @@ stop_nbdkit small
 grep -q "head start: .*: bytes 1048576-2097151: past the object's end" \
      "$tmp/small.err" ||
   problem "(d) the GET past the end was not refused: $(grep 'head start' "$tmp/small.err" | tail -3)"
+
+# (f)
+requires_nbdsh
+start_linkem "$tlsport" "$rtt" --rate 60
+mark
+start_nbdkit slow -r -v -D curl.readahead=1 "$PLUGIN" \
+  "https://127.0.0.1:$linkem_port/disk.img" cainfo="$tmp/cert.pem"
+grep -q 'a head start of 12 MiB' "$tmp/slow.err" || fail "(f) no head start"
+skip_lines=$(since_mark | wc -l)
+FILE=$image nbdsh -u "$uri" -c '
+import os, time
+data = open(os.environ["FILE"], "rb").read()
+M = 1024 * 1024
+bufs = {}
+for off, n in ((3 * M, M), (2 * M, M), (6 * M, 2 * M), (4 * M, 2 * M)):
+    buf = nbd.Buffer(n)
+    bufs[h.aio_pread(buf, off)] = (buf, off, n)
+    # Each on its way (and waiting in the plugin) before the next.
+    end = time.monotonic() + 0.15
+    while time.monotonic() < end:
+        h.poll(10)
+while bufs:
+    h.poll(-1)
+    for cookie in list(bufs):
+        if h.aio_command_completed(cookie):
+            buf, o, n = bufs.pop(cookie)
+            assert buf.to_bytearray() == data[o:o + n], "read at %d differs" % o
+h.shutdown()
+' >"$tmp/f.out" 2>&1 || { cat "$tmp/f.out" >&2; fail "(f) the reads failed"; }
+stop_nbdkit slow
+grep -q 'read-ahead: stream from 0 asks for 2097152-4194303' "$tmp/slow.err" &&
+  grep -q 'read-ahead: stream from 0 asks for 4194304-8388607' "$tmp/slow.err" ||
+  fail "(f) the head start did not ask for 2-4 MiB and 4-8 MiB in one GET each"
+since_mark | tail -n +$((skip_lines + 1)) |
+  awk '$2 == "GET" { split(substr($3, 7), r, "-"); if (r[1] < 8388608) print }' \
+  > "$tmp/f-again.log"
+[ ! -s "$tmp/f-again.log" ] ||
+  problem "(f) asked again: $(head -3 "$tmp/f-again.log" | tr '\n' ' ')"
 
 # (e) NAME | MODE | NTH | EXPECT | FAULT | PLUGIN-ARGS: the fault
 # server's --mode and --nth, fault_outcome's EXPECT (as in
