@@ -110,7 +110,7 @@ static bool stopping;
  * up (libcurl tells the version only with the answer).  False where
  * libcurl's TLS is not OpenSSL's.
  */
-bool
+static bool
 conn_took_http2 (struct conn *c)
 {
 #if HAVE_OPENSSL
@@ -152,7 +152,14 @@ static int
 prereq_cb (void *opaque, char *primary_ip, char *local_ip,
            int primary_port, int local_port)
 {
-  if (!conn_took_http2 (opaque))
+  struct conn *c = opaque;
+
+  /* Read here, while libcurl holds the connection for this transfer:
+   * between calls to curl_multi_perform libcurl may give no TLS session
+   * (seen under valgrind).
+   */
+  c->alpn_h2 = conn_took_http2 (c);
+  if (!c->alpn_h2)
     spares_open_to (primary_ip, primary_port);   /* none once stopping */
   return CURL_PREREQFUNC_OK;
 }

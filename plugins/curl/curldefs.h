@@ -149,6 +149,7 @@ struct conn {
   curl_socket_t sock;           /* its connection's socket, for ack_now */
   bool adopted;                 /* open_cb gave it a spare connection */
   bool on_spare;                /* ... since conn_took_spare last asked */
+  bool alpn_h2;                 /* its last request went on h2 (ALPN) */
   char errbuf[CURL_ERROR_SIZE];
 };
 extern int connection_init (void);
@@ -157,7 +158,6 @@ extern struct conn *conn_new (void);
 extern void conn_free (struct conn *c);
 extern void conn_stop (void);
 extern bool conn_took_spare (struct conn *c);
-extern bool conn_took_http2 (struct conn *c);
 extern int64_t conn_handshake_ns (struct conn *c);
 
 /* mux.c: HTTP/2, every request a stream on one connection.  At most

@@ -38,8 +38,12 @@ head_start (void)
 {
   int64_t ns = conn_handshake_ns (probe_conn);
 
-  if (!conn_took_http2 (probe_conn) || ns < HEAD_START_HANDSHAKE_NS)
+  if (!probe_conn->alpn_h2 || ns < HEAD_START_HANDSHAKE_NS) {
+    nbdkit_debug ("%s: no head start: %s", cfg.shown_url,
+                  ns < HEAD_START_HANDSHAKE_NS ? "a near server"
+                  : "not HTTP/2 by ALPN");
     return;
+  }
   nbdkit_debug ("%s: HTTP/2, set up in %" PRIi64 " ms: a head start of "
                 "%d MiB goes beside the probe", cfg.shown_url, ns / 1000000,
                 HEAD_START / (1024 * 1024));
