@@ -253,7 +253,7 @@ prefetch_head_start (void)
   if (curl_debug_readahead)
     nbdkit_debug ("read-ahead: head start: bytes 0-%" PRIu64 " asked for "
                   "in the probe's flight", size - 1);
-  stream_hint_locked (st, 0, size, now);
+  stream_head_start_locked (st, size, now);
 }
 
 /* Once nbdkit runs: the head start's segments get their threads. */

@@ -350,13 +350,14 @@ seg_wait_locked (struct seg *g, int64_t until)
  * read is ever served from memory that holds none of its bytes).
  */
 bool
-seg_copy_locked (const struct seg *g, char *buf, uint64_t from, uint64_t to)
+seg_copy_locked (struct seg *g, char *buf, uint64_t from, uint64_t to)
 {
   uint64_t k;
 
   for (k = (from - g->start) / BLOCK; k <= (to - 1 - g->start) / BLOCK; k++)
     if (g->blk[k] == NULL)
       return false;
+  g->served += to - from;
   while (from < to) {
     uint64_t off = (from - g->start) % BLOCK;
     uint64_t n = BLOCK - off < to - from ? BLOCK - off : to - from;

@@ -49,6 +49,7 @@ struct seg {
   uint64_t start, end;
   uint64_t got;                 /* the first byte not received yet */
   uint64_t base;                /* blocks before this are freed */
+  uint64_t served;              /* bytes copied to reads, for stream.c */
   int64_t drain_until;          /* abandoned: read on until then */
   char **blk;                   /* one per BLOCK of the range */
   struct conn *conn;
@@ -56,6 +57,18 @@ struct seg {
   bool threaded;                /* thread was started */
   pthread_t thread;
 };
+
+static inline uint64_t
+min64 (uint64_t a, uint64_t b)
+{
+  return a < b ? a : b;
+}
+
+static inline uint64_t
+max64 (uint64_t a, uint64_t b)
+{
+  return a > b ? a : b;
+}
 
 extern pthread_mutex_t seg_lock;
 extern pthread_cond_t seg_cond;     /* bytes came, a GET ended */
@@ -70,7 +83,7 @@ extern void seg_release_below_locked (struct seg *g, uint64_t pos);
 extern void seg_abandon_locked (struct seg *g);
 extern void seg_reap_locked (struct seg *g);
 extern bool seg_wait_locked (struct seg *g, int64_t until);
-extern bool seg_copy_locked (const struct seg *g, char *buf, uint64_t from,
+extern bool seg_copy_locked (struct seg *g, char *buf, uint64_t from,
                              uint64_t to);
 extern void seg_init (void);
 extern void seg_after_fork_locked (void);
@@ -85,6 +98,8 @@ extern struct stream *stream_start_locked (uint64_t offset, uint32_t count,
 extern uint32_t stream_serve_locked (struct stream *st, char *buf,
                                      uint32_t count, uint64_t offset,
                                      bool own);
+extern void stream_head_start_locked (struct stream *st, uint64_t size,
+                                     int64_t now);
 extern void stream_hint_locked (struct stream *st, uint64_t offset,
                                 uint32_t count, int64_t now);
 extern void stream_tidy_locked (int64_t now, const struct stream *started);

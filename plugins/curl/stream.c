@@ -98,7 +98,11 @@ struct stream {
   uint64_t hint;                /* NBD_CMD_CACHE asked up to here */
   uint64_t window;
   uint64_t served;
+  uint64_t head_end;            /* the head start's end, 0 if not one */
 };
+/* Whether segment g is one of the head start's. */
+#define IN_HEAD_START(g) \
+  ((g)->end <= ((const struct stream *) (g)->owner)->head_end)
 
 static struct {
   struct stream st[MAX_STREAMS];
@@ -108,18 +112,6 @@ static struct {
   int64_t backoff_ns;
   uint64_t started, served;     /* totals, for debug */
 } streams;
-
-static uint64_t
-min64 (uint64_t a, uint64_t b)
-{
-  return a < b ? a : b;
-}
-
-static uint64_t
-max64 (uint64_t a, uint64_t b)
-{
-  return a > b ? a : b;
-}
 
 static void
 abandon_stream_locked (struct stream *st)
@@ -246,7 +238,8 @@ stream_tidy_locked (int64_t now, const struct stream *started)
 
     if (st->used && st != started && !st->o.abandon &&
         (now - st->o.used_ns > (started != NULL ? stale : IDLE_NS) ||
-         (st->retiring && st->o.nrunning == 0 && st->consumed >= st->next)))
+         (st->retiring && st->o.nrunning == 0 && st->consumed >= st->next &&
+          st->head_end == 0)))
       abandon_stream_locked (st);
   }
   for (i = 0; i < MAX_SEGS; i++) {
@@ -254,7 +247,8 @@ stream_tidy_locked (int64_t now, const struct stream *started)
 
     if (g->used && !g->running &&
         (g->owner->abandon || g->base >= g->end ||
-         g->end + KEEP <= ((struct stream *) g->owner)->consumed))
+         (g->end + KEEP <= ((struct stream *) g->owner)->consumed &&
+          !IN_HEAD_START (g))))
       seg_reap_locked (g);
   }
   for (i = 0; i < MAX_STREAMS; i++) {
@@ -330,7 +324,7 @@ stream_find_locked (uint64_t offset, uint32_t count, bool *own, bool *behind)
      * new stream's start.  One further back (a client that reads a file
      * again) may start one.
      */
-    if (offset + KEEP < st->consumed) {
+    if (offset + KEEP < st->consumed && offset >= st->head_end) {
       if (offset + KEEP + LATE_READS * (uint64_t) count >= st->consumed)
         *behind = true;
       continue;
@@ -355,6 +349,30 @@ seg_at_locked (const struct stream *st, uint64_t pos)
       return g;
   }
   return NULL;
+}
+
+/* Free what st's reads went past, in segments no read waits on (each
+ * of qemu-img's 2 MiB reads in a 4 MiB segment is woken by its end: the
+ * first served would free the others' bytes); the head start's once
+ * reads took all of theirs.
+ */
+static void
+release_locked (struct stream *st)
+{
+  unsigned i;
+
+  for (i = 0; i < MAX_SEGS; i++) {
+    struct seg *g = &seg_table[i];
+
+    if (!g->used || g->owner != &st->o || g->readers > 0)
+      continue;
+    if (IN_HEAD_START (g)) {
+      if (g->served >= g->end - g->start)
+        seg_release_below_locked (g, g->end);
+    }
+    else if (st->consumed > KEEP)
+      seg_release_below_locked (g, st->consumed - KEEP);
+  }
 }
 
 /* How long a read waits for its segment's whole answer before it asks
@@ -383,7 +401,6 @@ stream_serve_locked (struct stream *st, char *buf, uint32_t count,
 {
   uint64_t pos = offset, end = offset + count, want;
   int64_t until = monotonic_ns () + patience_ns ();
-  unsigned i;
 
   if (st->o.abandon)
     return 0;
@@ -424,14 +441,7 @@ stream_serve_locked (struct stream *st, char *buf, uint32_t count,
   st->window = min64 (max64 (st->window, 2 * (st->consumed - st->o.start)),
                       cfg.readahead_size);
   st->o.used_ns = monotonic_ns ();
-  /* Not a segment that other reads wait on: each of a client's reads
-   * in flight in one segment (qemu-img's 2 MiB in a 4 MiB one) is woken
-   * by its end, and the first to copy its bytes would free the others'.
-   */
-  for (i = 0; i < MAX_SEGS; i++)
-    if (seg_table[i].used && seg_table[i].owner == &st->o &&
-        seg_table[i].readers == 0 && st->consumed > KEEP)
-      seg_release_below_locked (&seg_table[i], st->consumed - KEEP);
+  release_locked (st);
   feed_locked (st, 0);
   return pos - offset;
 }
@@ -478,6 +488,19 @@ stream_hint_locked (struct stream *st, uint64_t offset, uint32_t count,
   st->hint = max64 (st->hint, offset + count);
   st->o.used_ns = now;
   feed_locked (st, 0);
+}
+
+/* st, just started at 0, is the head start (prefetch.c): it asks for
+ * the object's first size bytes at once.  The client's first reads come
+ * together and in any order (nbdcopy's from four connections): its
+ * segments keep each byte until a read took it or the stream stops, and
+ * serve reads that come more than KEEP behind others.
+ */
+void
+stream_head_start_locked (struct stream *st, uint64_t size, int64_t now)
+{
+  st->head_end = size;
+  stream_hint_locked (st, 0, size, now);
 }
 
 /* The object changed: nothing read ahead of it is served again. */
