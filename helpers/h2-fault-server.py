@@ -51,6 +51,9 @@
 #                   If-Match or If-Unmodified-Since gets 412
 #   changed-ignore-if-match  the same, but the preconditions are
 #                   ignored: 206 with the new version's bytes and ETag
+#   changed-noval   as changed, but no GET's answer carries a validator
+#                   (HEAD's does): only a precondition tells versions
+#                   apart
 #   goaway          each connection's Nth request (any method, probe
 #                   too) is not processed: GOAWAY names the one before
 #                   it as the last stream, the streams up to it are
@@ -404,7 +407,9 @@ class Connection:
                 shift_label = d
             fault = mode
         ctype, body = self.render(v, ranges, size, shift_bytes, shift_label)
-        head = [("content-type", ctype)] + v.validators()
+        head = [("content-type", ctype)]
+        if mode != "changed-noval":
+            head += v.validators()
         if len(ranges) == 1:
             a, b = ranges[0]
             head.insert(0, ("content-range", "bytes %d-%d/%d" % (
@@ -545,8 +550,8 @@ def main():
         "normal", "short-once", "short-always", "rst-once", "rst-always",
         "short-nolen-once", "short-nolen-always", "long-nolen",
         "refused-once", "stall-once", "stall-always", "wrong-range",
-        "wrong-label", "changed", "changed-ignore-if-match", "goaway",
-        "goaway-abrupt"])
+        "wrong-label", "changed", "changed-ignore-if-match", "changed-noval",
+        "goaway", "goaway-abrupt"])
     p.add_argument("--nth", type=int, default=3)
     p.add_argument("--file", required=True, help="the object to serve")
     p.add_argument("--cert", required=True)

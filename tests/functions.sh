@@ -627,6 +627,9 @@ http {
   # each request: access_log DIR/proto.log proto;
   log_format proto '\$connection \$server_protocol \$request_method '
                    '\$http_range \$status \$body_bytes_sent';
+  # For tests that look at when each request came (\$msec is its end,
+  # \$request_time how long it took): access_log DIR/timing.log timing;
+  log_format timing '\$connection \$http_range \$msec \$request_time';
   access_log $tmp/access.log ranges;
   client_body_temp_path $tmp/nginx-tmp; proxy_temp_path $tmp/nginx-tmp;
   fastcgi_temp_path $tmp/nginx-tmp; uwsgi_temp_path $tmp/nginx-tmp;

@@ -105,6 +105,8 @@ extern bool remote_is_serving (void);
 extern bool remote_stopping (void);
 extern void remote_unpin (void);
 extern bool remote_pin (struct pin *pin);
+extern bool remote_pin_found (struct pin *pin);
+extern void remote_plugin_thread (void);
 extern void remote_first_bytes (const char *buf, uint32_t len);
 extern bool remote_read_first (void *buf, uint32_t count, uint64_t offset);
 extern bool remote_multirange (void);
@@ -175,7 +177,10 @@ struct mux_req {
   pthread_cond_t cond;
   struct mux_req *next;
 };
-#define MUX_EARLY 16            /* requests begun before the thread */
+/* Requests begun before the thread: the head start's GETs, at most
+ * read-ahead's RUNNING_PER_STREAM (8) with room to spare.
+ */
+#define MUX_EARLY 16
 extern int mux_init (void);
 extern bool mux_on (void);
 extern long mux_http_version (void);
@@ -253,7 +258,7 @@ extern int64_t monotonic_ns (void);
 /* The head start: bytes asked for in the probe's flight (prefetch.c). */
 #define HEAD_START (12 * 1024 * 1024)
 extern void prefetch_init (void);
-extern void prefetch_head_start (void);
+extern uint64_t prefetch_head_start (void);
 extern void prefetch_after_fork (void);
 extern void prefetch_unload (void);
 extern int prefetch_pread (void *buf, uint32_t count, uint64_t offset);

@@ -427,14 +427,13 @@ struct early_get {
  * weight (nginx sends the frames of the heavier first) then sends them
  * more nearly in order, so that the client's first reads, which wait
  * for the whole of a segment, are served one after the other instead
- * of all at the end.  Between the probe's (256) and reads' (16).
+ * of all at the end.  Between the probe's (256) and reads' (16): from
+ * 255 down by 14 a MiB, 101 at HEAD_START's 11th MiB.
  */
 static long
 head_weight (uint64_t first)
 {
-  uint64_t mib = first >> 20;
-
-  return mib >= 16 ? 32 : 255 - 14 * (long) mib;
+  return 255 - 14 * (long) (first >> 20);
 }
 
 /* From the probe's mux_when_sent function: GET of bytes first-last
@@ -466,20 +465,38 @@ engine_stream_begin (struct conn *c, uint64_t first, uint64_t last,
   if (rc != CURLE_OK) {
     nbdkit_debug ("head start: %s: not sent: %s", cfg.shown_url,
                   curl_easy_strerror (rc));
-    exchange_end (c, &g->x, rc);        /* frees what it holds */
+    exchange_unsent (c, &g->x);
     free (g);
     return NULL;
   }
   return g;
 }
 
+/* Whether x's answer shows a validator of the pin to compare (which
+ * verdict_judge does): reads send the pin's precondition, which the
+ * server checks, but the head start was asked before there was one, so
+ * its answer must prove its version itself.  An object whose ranged
+ * GETs carry no validator (only HEAD's answer did) gets no head start
+ * served.
+ */
+static bool
+shows_pin (const struct xfer *x)
+{
+  return (x->q.pin.etag[0] && x->a.etag[0] && !x->a.bad_etag) ||
+    (x->q.pin.last_modified[0] && x->a.last_modified[0] &&
+     !x->a.bad_last_modified);
+}
+
 /* Wait for g's end (mux_wait), judge its answer and free it: the
  * verdict.  It was asked before the object was known, with neither its
  * size nor a precondition: now it is judged as a read of the object the
- * probe found, which must be pinned (the answer shows the validators
- * the probe's did, and the same total), and a range past the object's
- * end (a small one) is refused unjudged.  Failures are logged for
- * debugging only: the reads it would have served are ordinary ones.
+ * probe found (judged with what asked says now, not what it said when
+ * sent), which must have been pinned (the answer shows the validators
+ * the probe's did, and the same total; since then, writes drop what
+ * read-ahead holds of their ranges).  A range past the object's end (a
+ * small one) is refused unjudged, and a redirect is no answer here.
+ * Failures are logged for debugging only: the reads it would have
+ * served are ordinary ones.
  */
 enum verdict
 engine_stream_end (struct early_get *g)
@@ -492,18 +509,25 @@ engine_stream_end (struct early_get *g)
   exchange_end (c, x, rc);
   x->q.serving = true;
   x->q.expect_total = object.size;
-  x->q.pinned = remote_pin (&x->q.pin);
+  x->q.pinned = remote_pin_found (&x->q.pin);
   if (!x->q.pinned)
-    snprintf (x->why, sizeof x->why, "the reads are not pinned");
+    snprintf (x->why, sizeof x->why, "the object cannot be pinned");
   else if (object.size < 0 || g->span.last >= (uint64_t) object.size)
     snprintf (x->why, sizeof x->why, "past the object's end");
   else if (x->sink_stopped)
     snprintf (x->why, sizeof x->why, "no longer wanted: stopped");
-  else if (exchange_judge (x) == 0)
+  else if (!shows_pin (x))
+    snprintf (x->why, sizeof x->why, "its answer shows none of the "
+              "object's validators (asked without a precondition, it "
+              "could be of another version)");
+  else if (exchange_judge (x) == 0 && x->v == VERDICT_OK)
+    v = VERDICT_OK;
+  else if (verdict_failed (x->v))
     v = x->v;
   else
-    v = verdict_failed (x->v) ? x->v : VERDICT_REFUSED;
-  if (verdict_failed (v))
+    snprintf (x->why, sizeof x->why, "answered %s, not the bytes",
+              verdict_name (x->v));
+  if (v != VERDICT_OK)
     nbdkit_debug ("head start: %s: bytes %" PRIu64 "-%" PRIu64 ": %s",
                   cfg.shown_url, g->span.first, g->span.last, x->why);
   (void) conn_took_spare (c);

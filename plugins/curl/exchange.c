@@ -168,20 +168,22 @@ static struct {
   bool trusted;
 } probe_hop;
 
-/* Before x's transfer on c to url (x->req_headers and x->req_cookie
- * hold what libcurl does not copy): 0, or -1 with x->v a failure and
- * the error reported.
+/* Before x's transfer on c to url (x->req_headers holds the header
+ * list, which libcurl does not copy, until exchange_end or
+ * exchange_unsent): 0, or -1 with x->v a failure and the error
+ * reported.
  */
 static int
 exchange_begin (struct conn *c, struct xfer *x, const char *url,
                 bool trusted)
 {
+  CLEANUP_FREE char *cookie = NULL;     /* libcurl copies it */
+
   begin_exchange (x);
   x->req_headers = NULL;
-  x->req_cookie = NULL;
   /* These report their own errors. */
   if (request_headers (x, trusted, &x->req_headers) == -1 ||
-      (trusted && script_cookie (&x->req_cookie) == -1)) {
+      (trusted && script_cookie (&cookie) == -1)) {
     curl_slist_free_all (x->req_headers);
     x->req_headers = NULL;
     x->v = VERDICT_REFUSED;
@@ -190,8 +192,17 @@ exchange_begin (struct conn *c, struct xfer *x, const char *url,
   }
   x->conn = c;
   c->errbuf[0] = '\0';
-  set_request (c->easy, x, url, x->req_headers, x->req_cookie, trusted);
+  set_request (c->easy, x, url, x->req_headers, cookie, trusted);
   return 0;
+}
+
+/* x was set up on c but never sent: c back with the user's headers. */
+void
+exchange_unsent (struct conn *c, struct xfer *x)
+{
+  curl_easy_setopt (c->easy, CURLOPT_HTTPHEADER, cfg.headers);
+  curl_slist_free_all (x->req_headers);
+  x->req_headers = NULL;
 }
 
 /* After x's transfer on c, which ended with rc: the answer complete,
@@ -215,11 +226,7 @@ exchange_end (struct conn *c, struct xfer *x, CURLcode rc)
   /* The list set for this request is freed here: the handle goes back
    * with the user's list.
    */
-  curl_easy_setopt (e, CURLOPT_HTTPHEADER, cfg.headers);
-  curl_slist_free_all (x->req_headers);
-  x->req_headers = NULL;
-  free (x->req_cookie);
-  x->req_cookie = NULL;
+  exchange_unsent (c, x);
 
   x->a.complete = true;
   x->a.rc = rc;

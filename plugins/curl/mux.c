@@ -26,7 +26,11 @@
  * The probe runs in .get_ready, before nbdkit forks, where no thread
  * may start: there mux_perform drives the multi handle itself.  The
  * probe's connection stays in the multi handle's cache, and the thread
- * (mux_start, once nbdkit runs) goes on with it.
+ * (mux_start, once nbdkit runs) goes on with it.  So do the head
+ * start's requests (probe.c), begun beside the probe's (mux_when_sent,
+ * mux_begin) and still running across the fork: their owners wait for
+ * them once they have threads (mux_wait), or, if nbdkit stops before
+ * that, drive the multi handle themselves until they end.
  */
 
 #include <config.h>
@@ -50,7 +54,8 @@ static struct {
   bool stop;                    /* ... and is to end */
   pthread_t thread;
   struct mux_req *head, *tail;  /* handed over, not yet added */
-  pthread_condattr_t cond_attr; /* CLOCK_MONOTONIC, for mux_perform */
+  pthread_condattr_t cond_attr; /* CLOCK_MONOTONIC, for wait_for */
+  bool cond_attr_made;
   unsigned added;               /* in the multi handle: whoever drives */
   /* Added before the thread ran (mux_begin), until mux_wait. */
   struct mux_req *early[MUX_EARLY];
@@ -105,13 +110,14 @@ mux_init (void)
 {
   if (!mux_wanted ())
     return 0;
-  pthread_condattr_init (&mux.cond_attr);
-  pthread_condattr_setclock (&mux.cond_attr, CLOCK_MONOTONIC);
   mux.multi = curl_multi_init ();
   if (mux.multi == NULL) {
     nbdkit_error ("curl_multi_init: failed");
     return -1;
   }
+  pthread_condattr_init (&mux.cond_attr);
+  pthread_condattr_setclock (&mux.cond_attr, CLOCK_MONOTONIC);
+  mux.cond_attr_made = true;
   curl_multi_setopt (mux.multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
   curl_multi_setopt (mux.multi, CURLMOPT_MAX_HOST_CONNECTIONS,
                      (long) cfg.connections);
@@ -307,6 +313,7 @@ drive (void *arg)
   int still;
 
   (void) arg;
+  remote_plugin_thread ();
   for (;;) {
     struct mux_req *list, *r, *next;
     bool stop;
@@ -355,7 +362,7 @@ mux_start (void)
 
 /* Whether the request on e has been sent, or is being sent. */
 static bool
-sent (CURL *e)
+request_sent (CURL *e)
 {
   curl_off_t t = 0;
 
@@ -365,21 +372,21 @@ sent (CURL *e)
 
 /* Before the thread runs (the probe, in .get_ready): drive the multi
  * handle here until r is done; when the request on e has gone out,
- * call mux_when_sent's function, once.
+ * call mux_when_sent's function, once for this request (a redirect's
+ * next hop is another).
  */
 static void
 drive_here (struct mux_req *r, CURL *e)
 {
+  bool told = false;
   int still;
 
   while (!r->done) {
     curl_multi_perform (mux.multi, &still);
-    if (mux.when_sent != NULL && e != NULL && sent (e)) {
-      void (*fn) (void) = mux.when_sent;
-
-      mux.when_sent = NULL;
-      fn ();
-      continue;                 /* what fn added goes out at once */
+    if (!told && mux.when_sent != NULL && e != NULL && request_sent (e)) {
+      told = true;
+      mux.when_sent ();
+      continue;                 /* what it added goes out at once */
     }
     if (reap () == 0)
       curl_multi_poll (mux.multi, NULL, 0, 1000, NULL);
@@ -457,10 +464,10 @@ mux_perform (CURL *e, bool *client_gone)
   return r.rc;
 }
 
-/* Before the thread runs: fn is called once, from the next request
- * performed here, as soon as it has been sent and while its answer is
- * on its way (the head start rides in its flight: probe.c); NULL
- * cancels.  fn may call mux_begin.
+/* Before the thread runs: fn is called from each request performed
+ * here (each hop of the probe's), as soon as it has been sent and while
+ * its answer is on its way (the head start rides in its flight:
+ * probe.c); NULL cancels.  fn may call mux_begin.
  */
 void
 mux_when_sent (void (*fn) (void))
@@ -535,4 +542,7 @@ mux_unload (void)
     curl_multi_cleanup (mux.multi);
   mux.multi = NULL;
   mux.on = false;
+  if (mux.cond_attr_made)
+    pthread_condattr_destroy (&mux.cond_attr);
+  mux.cond_attr_made = false;
 }

@@ -248,9 +248,23 @@ pool_try_get (void)
 void
 pool_put (struct conn *c)
 {
-  LOCK_FOR_SCOPE (&pool.lock);
+  bool surplus;
 
-  put_locked (c);
+  pthread_mutex_lock (&pool.lock);
+  /* More handles than the pool may hold now (the head start's, made
+   * while HTTP/2 allowed MUX_STREAMS, once a near server went back to
+   * HTTP/1.1): freed, so that HTTP/1.1 never opens more connections
+   * than its limit.  Never while the multi handle runs: a connection in
+   * its cache may have been opened by this handle (see pool_unload).
+   */
+  surplus = !mux_on () && pool.nr_made > limit_locked ();
+  if (surplus)
+    pool.nr_made--;
+  else
+    put_locked (c);
+  pthread_mutex_unlock (&pool.lock);
+  if (surplus)
+    conn_free (c);
 }
 
 static void

@@ -230,11 +230,11 @@ prefetch_init (void)
  * a distant HTTP/2 server, a stream from the object's start asks, as
  * NBD_CMD_CACHE would, for its first HEAD_START bytes on the same
  * connection, so that the client's first reads find them coming instead
- * of costing one more round trip.  Its segments are judged, once the
- * probe has found the object, as every read's answer is
- * (engine_stream_end).
+ * of costing one more round trip: the bytes asked for, 0 if none.  Its
+ * segments are judged, once the probe has found the object, as every
+ * read's answer is (engine_stream_end).
  */
-void
+uint64_t
 prefetch_head_start (void)
 {
   struct stream *st;
@@ -242,18 +242,13 @@ prefetch_head_start (void)
   uint64_t size = HEAD_START;
 
   if (!cfg.readahead || cfg.readahead_size == 0 || cfg.is_file)
-    return;
+    return 0;
   if (size > cfg.readahead_size)
     size = cfg.readahead_size;
   LOCK_FOR_SCOPE (&seg_lock);
   now = monotonic_ns ();
   st = stream_start_locked (0, 0, now);
-  if (st == NULL)
-    return;
-  if (curl_debug_readahead)
-    nbdkit_debug ("read-ahead: head start: bytes 0-%" PRIu64 " asked for "
-                  "in the probe's flight", size - 1);
-  stream_head_start_locked (st, size, now);
+  return st != NULL ? stream_head_start_locked (st, size, now) : 0;
 }
 
 /* Once nbdkit runs: the head start's segments get their threads. */

@@ -30,24 +30,40 @@ static int probe_on (struct conn *c);
 static struct conn *probe_conn;
 
 /* Called by mux.c once the probe's first GET has been sent over HTTP/2
- * (mux_when_sent): on a distant server's connection, the head start
- * (prefetch.c) goes out right behind it, in the same flight.
+ * (mux_when_sent), at each hop of its redirects: on the first whose
+ * connection took h2 and goes to a distant server, the head start
+ * (prefetch.c) goes out right behind it, in the same flight and with
+ * the same credentials (exchange_beside).
  */
 static void
 head_start (void)
 {
+  static bool sent;
   int64_t ns = conn_handshake_ns (probe_conn);
+  const char *none = NULL;
+  uint64_t asked = 0;
 
-  if (!probe_conn->alpn_h2 || ns < HEAD_START_HANDSHAKE_NS) {
-    nbdkit_debug ("%s: no head start: %s", cfg.shown_url,
-                  ns < HEAD_START_HANDSHAKE_NS ? "a near server"
-                  : "not HTTP/2 by ALPN");
+  if (sent)
+    return;
+  if (!probe_conn->alpn_h2)
+    none = "not HTTP/2 by ALPN";
+  else if (ns < HEAD_START_HANDSHAKE_NS)
+    none = "a near server";
+  else if (!cfg.pin_object)
+    none = "pin-object=false (its answers could not be checked)";
+  else {
+    asked = prefetch_head_start ();
+    if (asked == 0)
+      none = "no read-ahead";
+  }
+  if (none != NULL) {
+    nbdkit_debug ("%s: no head start: %s", cfg.shown_url, none);
     return;
   }
   nbdkit_debug ("%s: HTTP/2, set up in %" PRIi64 " ms: a head start of "
-                "%d MiB goes beside the probe", cfg.shown_url, ns / 1000000,
-                HEAD_START / (1024 * 1024));
-  prefetch_head_start ();
+                "%" PRIu64 " KiB goes beside the probe", cfg.shown_url,
+                ns / 1000000, asked / 1024);
+  sent = true;
 }
 
 /* One validator of the object, from whichever probe answer carries it:

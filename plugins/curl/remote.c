@@ -28,6 +28,9 @@ struct object_info object = { .size = -1 };
  */
 static bool serving;
 
+/* See remote_plugin_thread. */
+static __thread bool plugin_thread;
+
 /* Object pinning: every GET carries a precondition made from the
  * validators found at start-up (If-Match with a strong ETag, else
  * If-Unmodified-Since), and every answer's validators are compared with
@@ -40,6 +43,7 @@ static bool serving;
  */
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool pinned;
+static bool pinned_found;       /* effectively, by the probe: never unset */
 static struct pin pin = { .etag = "", .last_modified = "", .header = "" };
 static char pin_header[sizeof object.etag + 32];  /* "If-Match: ..." */
 
@@ -96,6 +100,7 @@ remote_serving (void)
    * weak ETag alone) a replacement need not show anything to compare.
    */
   effective = pin_header[0] || pin.etag_required;
+  pinned_found = effective;
   pthread_mutex_lock (&first_lock);
   first_kept = effective;
   pthread_mutex_unlock (&first_lock);
@@ -165,11 +170,6 @@ remote_unpin (void)
     nbdkit_debug ("%s: a writable connection: reads no longer pinned",
                   cfg.shown_url);
   pinned = false;
-  /* What read-ahead holds (the head start, fetched before any client
-   * came) was checked against the pin alone: dropped, as for a changed
-   * object.
-   */
-  remote_changed_now ();
 }
 
 /* Are reads pinned now?  If so (or once they were), *p says to what;
@@ -182,6 +182,21 @@ remote_pin (struct pin *p)
 
   *p = pin;
   return pinned;
+}
+
+/* Whether the probe found validators that pin the object (a
+ * precondition, or one every answer must show), whether or not reads
+ * are still pinned: *p says to what.  The head start, asked for before
+ * the object was known, is judged against them (engine_stream_end);
+ * writes since drop what it holds of their ranges (curl.c).
+ */
+bool
+remote_pin_found (struct pin *p)
+{
+  LOCK_FOR_SCOPE (&pin_lock);
+
+  *p = pin;
+  return pinned_found;
 }
 
 /* libcurl's file:// handler reads one range only. */
@@ -212,7 +227,18 @@ remote_is_serving (void)
 bool
 remote_stopping (void)
 {
-  return serving && nbdkit_nanosleep (0, 0) == -1;
+  return serving && !plugin_thread && nbdkit_nanosleep (0, 0) == -1;
+}
+
+/* The calling thread is one of the plugin's own (mux.c's, read-ahead's
+ * segments'): it serves no client, and is stopped at unload.  There
+ * nbdkit 1.32's nbdkit_nanosleep reports "aborting sleep" as an error
+ * while nbdkit shuts down, so remote_stopping does not ask it.
+ */
+void
+remote_plugin_thread (void)
+{
+  plugin_thread = true;
 }
 
 /* How many answers showed that the object changed: read-ahead drops what

@@ -191,6 +191,7 @@ static void
 ended_locked (struct seg *g, enum verdict v, bool early)
 {
   struct seg_owner *o = g->owner;
+  unsigned i;
 
   g->conn = NULL;
   g->early = NULL;
@@ -199,11 +200,18 @@ ended_locked (struct seg *g, enum verdict v, bool early)
   g->failed = verdict_failed (v);
   seg_fetched += g->got - g->start;
   o->fetched += g->got - g->start;
-  /* A GET of the head start that failed (asked before the object was
-   * known, it may lie past its end: engine_stream_end) serves nothing,
-   * and costs later streams no back-off; its stream's other GETs still
-   * serve.
+  /* A GET of the head start that failed ends it, all of its GETs, but
+   * costs later streams no back-off: a reader of its range would else
+   * ask for each of its reads for as long as the stream lived.  One past
+   * the end of a smaller object (asked before its size was known) only
+   * serves nothing.
    */
+  if (g->failed && early && g->end <= (uint64_t) object.size) {
+    o->abandon = true;
+    for (i = 0; i < MAX_SEGS; i++)
+      if (seg_table[i].used && seg_table[i].owner == o)
+        seg_abandon_locked (&seg_table[i]);
+  }
   o->ended (o, !g->failed,
             g->failed && !early && !g->abandon && !o->abandon && !stopping);
   pthread_cond_broadcast (&seg_cond);
@@ -216,6 +224,7 @@ seg_thread (void *opaque)
   bool early = g->early != NULL;
   enum verdict v;
 
+  remote_plugin_thread ();
   v = early ? engine_stream_end (g->early)
     : engine_get_stream (g->conn, g->start, g->end - 1, sink, g);
   pool_put (g->conn);
@@ -269,6 +278,10 @@ seg_after_fork_locked (void)
 
     if (!g->used || g->early == NULL || g->threaded)
       continue;
+    /* A second without reads stops a stream: from now, when clients
+     * may come, not from the probe's time.
+     */
+    g->owner->used_ns = monotonic_ns ();
     err = pthread_create (&g->thread, NULL, seg_thread, g);
     if (err == 0) {
       g->threaded = true;

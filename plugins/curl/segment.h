@@ -98,8 +98,8 @@ extern struct stream *stream_start_locked (uint64_t offset, uint32_t count,
 extern uint32_t stream_serve_locked (struct stream *st, char *buf,
                                      uint32_t count, uint64_t offset,
                                      bool own);
-extern void stream_head_start_locked (struct stream *st, uint64_t size,
-                                     int64_t now);
+extern uint64_t stream_head_start_locked (struct stream *st, uint64_t size,
+                                         int64_t now);
 extern void stream_hint_locked (struct stream *st, uint64_t offset,
                                 uint32_t count, int64_t now);
 extern void stream_tidy_locked (int64_t now, const struct stream *started);

@@ -491,16 +491,17 @@ stream_hint_locked (struct stream *st, uint64_t offset, uint32_t count,
 }
 
 /* st, just started at 0, is the head start (prefetch.c): it asks for
- * the object's first size bytes at once.  The client's first reads come
- * together and in any order (nbdcopy's from four connections): its
+ * the object's first size bytes at once (returned: how many it did).
+ * The client's first reads come together, in any order: its
  * segments keep each byte until a read took it or the stream stops, and
  * serve reads that come more than KEEP behind others.
  */
-void
+uint64_t
 stream_head_start_locked (struct stream *st, uint64_t size, int64_t now)
 {
   st->head_end = size;
   stream_hint_locked (st, 0, size, now);
+  return st->next;              /* what its GETs asked for */
 }
 
 /* The object changed: nothing read ahead of it is served again. */

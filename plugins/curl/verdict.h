@@ -38,7 +38,10 @@ struct pin {
   const char *header;           /* the precondition sent, "" if none */
 };
 
-/* What was asked.  Built before the request and not changed after. */
+/* What was asked.  Built before the request and not changed while it
+ * runs (the head start's, asked before the object was known, is
+ * completed after its transfer: engine_stream_end).
+ */
 struct asked {
   enum method { HEAD, GET, PUT } method;
   unsigned nranges;             /* GET: ranges in the Range header */

@@ -45,7 +45,6 @@ struct xfer {
   bool reported;                /* the error was reported where it arose */
   long weight;                  /* HTTP/2 stream weight, 0: the default */
   struct curl_slist *req_headers;  /* exchange.c: sent with this try */
-  char *req_cookie;             /* ... and cookie-script's cookie */
 };
 
 /* callbacks.c */
@@ -57,6 +56,7 @@ extern int exchange_one (struct conn *c, struct xfer *x, const char *url,
                          bool trusted);
 extern int exchange_beside (struct conn *c, struct xfer *x);
 extern void exchange_end (struct conn *c, struct xfer *x, CURLcode rc);
+extern void exchange_unsent (struct conn *c, struct xfer *x);
 extern int exchange_judge (struct xfer *x);
 
 /* route.c */

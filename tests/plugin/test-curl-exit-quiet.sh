@@ -4,6 +4,9 @@
 # exits at once with status 0 and prints no error.  The boot sector came
 # with the probe's answer, and the spare connections opened during the
 # probe sent no request: the server saw the probe's GET and nothing else.
+# The same over HTTP/2 (helpers/h2-fault-server.py, 40 ms away), where
+# the head start's GETs go out beside the probe's and never get their
+# bodies: still status 0, no error, and an exit within 5 s.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -33,3 +36,27 @@ if grep -E '(^|: )error: ' "$tmp/run.err"; then
 fi
 awk -v s="$secs" 'BEGIN { exit !(s < 5) }' ||
   fail "nbdkit took $secs s to exit"
+
+# HTTP/2: the head start stalls.
+requires_h2
+make_cert
+start_h2_fault_server stall-always "$tmp/disk.img" 1
+start_linkem "$h2_port" 40
+st=0
+t0=$EPOCHREALTIME
+timeout 60 "${NBDKIT[@]}" -r -U - -v "$PLUGIN" \
+  "https://127.0.0.1:$linkem_port/disk.img" cainfo="$tmp/cert.pem" \
+  --run 'sleep 0.5; '"$PYTHON_NBD"' -m nbd -u "$uri" -c "h.pread(512, 0)"' \
+  </dev/null >"$tmp/run2.out" 2>"$tmp/run2.err" || st=$?
+secs=$(seconds_since "$t0")
+echo "HTTP/2: nbdkit ran ${secs} s, status $st"
+[ "$st" -eq 0 ] || { cat "$tmp/run2.err" >&2; fail "HTTP/2: nbdkit exited with $st"; }
+grep -q 'a head start of' "$tmp/run2.err" ||
+  fail "HTTP/2: no head start: the test did not test"
+grep -q 'fault=stall' "$tmp/h2.log" ||
+  fail "HTTP/2: the head start did not stall: the test did not test"
+if grep -E '(^|: )error: ' "$tmp/run2.err"; then
+  fail "HTTP/2: nbdkit printed errors at its exit"
+fi
+awk -v s="$secs" 'BEGIN { exit !(s < 5) }' ||
+  fail "HTTP/2: nbdkit took $secs s to exit"

@@ -73,7 +73,7 @@ OUT=$tmp/out-c.img timeout -k 5 120 \
   "${vg[@]}" -U - "$PLUGIN" "$https_far/disk.img" cainfo="$tmp/cert.pem" \
   --run 'nbdcopy "$uri" "$OUT"' >"$tmp/c.out" 2>"$tmp/c.err" || st=$?
 valgrind_clean c "$st"
-grep -q 'a head start of 12 MiB' "$tmp/c.err" || fail "(c) no head start"
+grep -q 'a head start of 12288 KiB' "$tmp/c.err" || fail "(c) no head start"
 assert_same_file "$image" "$tmp/out-c.img"
 
 # (d)
@@ -83,7 +83,7 @@ timeout -k 5 120 \
   "${vg[@]}" -U - "$PLUGIN" "$https_far/disk.img" cainfo="$tmp/cert.pem" \
   --run 'nbdinfo --size "$uri"' >"$tmp/d.out" 2>"$tmp/d.err" || st=$?
 valgrind_clean d "$st"
-grep -q 'a head start of 12 MiB' "$tmp/d.err" || fail "(d) no head start"
+grep -q 'a head start of 12288 KiB' "$tmp/d.err" || fail "(d) no head start"
 [ "$(cat "$tmp/d.out")" = "$size" ] || fail "(d) nbdinfo: $(cat "$tmp/d.out")"
 
 # (e)
@@ -96,5 +96,5 @@ timeout -k 5 120 \
 [ "$st" -ne 0 ] || fail "(e) nbdkit exited 0 on a URL that answers 404"
 grep -q 'ERROR SUMMARY: 0 errors' "$tmp/valgrind-e.log" ||
   fail "(e) valgrind reports errors (valgrind-e.log)"
-grep -q 'a head start of 12 MiB' "$tmp/e.err" || fail "(e) no head start"
+grep -q 'a head start of 12288 KiB' "$tmp/e.err" || fail "(e) no head start"
 grep -q '404' "$tmp/e.err" || fail "(e) no 404 in the error: $(tail -3 "$tmp/e.err")"

@@ -4,27 +4,30 @@
 # object's first 12 MiB right behind it, on the same connection, and
 # serves the client's first reads from those answers once they are
 # judged against the object the probe found.
-#  (a) nginx with HTTP/2 30 ms away (helpers/linkem): nbdkit sends the
-#      head start before the probe's answer has come (its message comes
-#      before the one that says what the answer was); nginx logs the
-#      head start's eight GETs, exactly 0-12582911 in all, on the
-#      probe's TCP connection; a copy is byte-exact on that one
+#  (a) nginx with HTTP/2 30 ms away (helpers/linkem): the head start's
+#      eight GETs, exactly 0-12582911 in all, come to nginx on the
+#      probe's TCP connection less than a round trip after the probe's,
+#      so before its answer could have reached the plugin; a copy is byte-exact on that one
 #      connection, all of its first 12 MiB served from the head start
 #      (nbdcopy's 1 MiB reads, several waiting on one GET, some coming
 #      behind others), and nginx is asked for none of them again.
 #  (b) the same nginx on loopback, http-version=2TLS: no head start (nbdkit
 #      says the server is near), only the probe's GET before the client's
 #      reads.
-#  (c) a writable connection (no -r) ends the pin, and drops what read-
-#      ahead holds: nothing of the head start is served, and the copy is
+#  (c) a writable connection (no -r) ends the pin, but the head start was
+#      judged against the object the probe found: it is served (writes
+#      drop what read-ahead holds of their ranges), and the copy is
 #      byte-exact.
 #  (d) an object smaller than the head start (1 MiB + 7): byte-exact, and
 #      the GETs past its end are refused unjudged.
 #  (f) through a slow link (60 Mbit/s), two reads of 1 MiB in the head
 #      start's GET of 2-4 MiB and two of 2 MiB in its GET of 4-8 MiB,
 #      the later one of each pair sent first: all wait for their GET and
-#      are served from it, and nginx is asked for none of them (the
-#      first of a pair served freed the other's bytes).
+#      are served from it, and nginx is asked for none of them (before,
+#      the first of a pair to be served freed the other's bytes).
+#  (g) url= on a near HTTPS nginx that answers 302 to the far one: the
+#      first hop gets no head start (a near server), the second does,
+#      and the copy is byte-exact with the head start's 12 MiB served.
 #  (e) faults on the head start's GETs (helpers/h2-fault-server.py 20 ms
 #      away; its Nth GET after the probe is the head start's Nth): one
 #      cut short, reset, stalled, answered with other bytes than asked
@@ -32,8 +35,11 @@
 #      abrupt GOAWAY (at each connection's 8th request) is not served,
 #      and the copy is byte-exact; the object
 #      replaced from the head start's first GET on (with and without
-#      If-Match honoured) fails the copy as changed, with no wrong byte
-#      written; pin-object=false serves nothing of the head start.
+#      If-Match honoured, and with validators only on HEAD's answer, so
+#      that the head start's answers, asked without a precondition, show
+#      no version) fails the copy as changed, with no wrong byte
+#      written; with pin-object=false there is no head start (its answers
+#      could not be checked).
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -44,7 +50,8 @@ requires nbdcopy
 rtt=30
 size=$((32 * 1024 * 1024 + 321))
 make_cert
-serve_image "$size"
+serve_image "$size" 'access_log DIR/access.log ranges;
+                     access_log DIR/timing.log timing;'
 start_linkem "$tlsport" "$rtt"
 far=https://127.0.0.1:$linkem_port/disk.img
 
@@ -75,12 +82,19 @@ said_before ()
 
 # (a)
 mark
+: > "$tmp/timing.log"
 start_nbdkit far -r -v -D curl.readahead=1 "$PLUGIN" "$far" \
   cainfo="$tmp/cert.pem"
-said_before "$tmp/far.err" 'a head start of 12 MiB goes beside the probe' \
-  'HTTP/2: requests as streams on one connection' ||
-  fail "(a) no head start before the probe's answer: $(grep -i 'head start\|HTTP/2' "$tmp/far.err" | head -3)"
+grep -q 'a head start of 12288 KiB goes beside the probe' "$tmp/far.err" ||
+  fail "(a) no head start: $(grep -i 'head start\|HTTP/2' "$tmp/far.err" | head -3)"
+# nginx logs a request when it has answered it: the probe's and the
+# head start's eight, within 10 s.
+for ((n = 0; n < 100; n++)); do
+  [ "$(since_mark | wc -l)" -lt 9 ] || break
+  sleep 0.1
+done
 since_mark > "$tmp/a-start.log"
+cp "$tmp/timing.log" "$tmp/a-timing.log"
 probe_conn=$(awk '$3 == "bytes=0-8191" { print $1; exit }' "$tmp/a-start.log")
 [ -n "$probe_conn" ] || fail "(a) nginx logged no probe: $(cat "$tmp/a-start.log")"
 # The head start's GETs: every one but the probe's before the client.
@@ -98,6 +112,20 @@ awk -v c="$probe_conn" '
     exit bad > 0
   }' "$tmp/a-start.log" > "$tmp/a-check.out" ||
   fail "(a) the head start's GETs: $(tr '\n' ' ' < "$tmp/a-check.out")"
+# ... which came to nginx less than a round trip after the probe's (each
+# came at $msec less $request_time): one sent after the probe's answer
+# had come back would come a round trip after it, or later.
+awk -v rtt="$rtt" '
+  { came = $3 - $4 }
+  $2 == "bytes=0-8191" { probe = came; next }
+  $2 ~ /^bytes=/ { n++; if (came > last) last = came }
+  END {
+    gap = (last - probe) * 1000
+    printf "%d GETs, the last %.0f ms after the probe'"'"'s\n", n, gap
+    exit !(n == 8 && gap < rtt)
+  }' "$tmp/a-timing.log" > "$tmp/a-timing.out" ||
+  fail "(a) the head start did not ride the probe's flight: $(cat "$tmp/a-timing.out")"
+echo "(a) $(cat "$tmp/a-timing.out")"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 assert_same_file "$image" "$tmp/out.img"
 rm -f "$tmp/out.img"
@@ -131,14 +159,16 @@ stop_nbdkit near
 
 # (c)
 start_nbdkit rw -v -D curl.readahead=1 "$PLUGIN" "$far" cainfo="$tmp/cert.pem"
-grep -q 'a head start of 12 MiB' "$tmp/rw.err" || fail "(c) no head start"
+grep -q 'a head start of 12288 KiB' "$tmp/rw.err" || fail "(c) no head start"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 assert_same_file "$image" "$tmp/out.img"
 rm -f "$tmp/out.img"
 stop_nbdkit rw
-hs=$(grep -m1 'read-ahead: stream from 0 ends: ' "$tmp/rw.err" || :)
-[[ $hs == *", served 0 bytes;"* ]] ||
-  problem "(c) a writable connection, yet the head start: ${hs:-did not end}"
+grep -q 'a writable connection: reads no longer pinned' "$tmp/rw.err" ||
+  fail "(c) the connection was not writable: nothing tested"
+got=$(served "$tmp/rw.err")
+[ "${got:-0}" -ge 12582912 ] ||
+  problem "(c) a writable connection: read-ahead served ${got:-nothing}, not the head start's 12 MiB"
 
 # (d)
 small=$tmp/www/small.img
@@ -159,7 +189,7 @@ start_linkem "$tlsport" "$rtt" --rate 60
 mark
 start_nbdkit slow -r -v -D curl.readahead=1 "$PLUGIN" \
   "https://127.0.0.1:$linkem_port/disk.img" cainfo="$tmp/cert.pem"
-grep -q 'a head start of 12 MiB' "$tmp/slow.err" || fail "(f) no head start"
+grep -q 'a head start of 12288 KiB' "$tmp/slow.err" || fail "(f) no head start"
 skip_lines=$(since_mark | wc -l)
 FILE=$image nbdsh -u "$uri" -c '
 import os, time
@@ -191,10 +221,28 @@ since_mark | tail -n +$((skip_lines + 1)) |
 [ ! -s "$tmp/f-again.log" ] ||
   problem "(f) asked again: $(head -3 "$tmp/f-again.log" | tr '\n' ' ')"
 
+# (g)
+start_nginx_named front "location = /r.img { return 302 $far; }"
+start_nbdkit redir -r -v -D curl.readahead=1 "$PLUGIN" \
+  "https://127.0.0.1:$front_tlsport/r.img" cainfo="$tmp/cert.pem"
+said=$(grep -E ': no head start: |: a head start of ' "$tmp/redir.err" |
+       sed 's/.*: \(no head start: [a-z ]*\|a head start of [0-9]* KiB\).*/\1/' |
+       tr '\n' ';')
+[ "$said" = "no head start: a near server;a head start of 12288 KiB;" ] ||
+  fail "(g) redirected: not a head start from the second hop: $said"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
+rm -f "$tmp/out.img"
+stop_nbdkit redir
+got=$(served "$tmp/redir.err")
+[ "${got:-0}" -ge 12582912 ] ||
+  problem "(g) redirected: read-ahead served ${got:-nothing}, not the head start's 12 MiB"
+
 # (e) NAME | MODE | NTH | EXPECT | FAULT | PLUGIN-ARGS: the fault
 # server's --mode and --nth, fault_outcome's EXPECT (as in
 # test-curl-http2-faults.sh), and the fault its log must show ("-": the
-# case has none, and no byte of the head start may be served).
+# case has none, and no byte of the head start may be served; "none":
+# there must be no head start).
 requires_h2
 check_problems
 fsize=$((8 * 1024 * 1024 + 4097))
@@ -208,7 +256,8 @@ cases=(
   "goaway-abrupt  | goaway-abrupt   | 8 | copy | goaway |"
   "changed        | changed         | 1 | fail:changed | - |"
   "changed-ignore | changed-ignore-if-match | 1 | fail:changed | - |"
-  "unpinned       | normal          | 1 | copy | - | pin-object=false"
+  "changed-noval  | changed-noval   | 1 | fail:changed | - |"
+  "unpinned       | normal          | 1 | copy | none | pin-object=false"
 )
 for row in "${cases[@]}"; do
   case_row "$row" name mode nth expect fault args
@@ -231,10 +280,13 @@ for row in "${cases[@]}"; do
   stop_pid "$linkem_pid"
   stop_pid "$h2_pid"
   result=$(fault_outcome "$expect" "$st")
-  grep -q 'a head start of 12 MiB' "$tmp/nbdkit.err" ||
-    result="BAD: no head start; $result"
   got=$(served "$tmp/nbdkit.err")
-  if [ "$fault" = - ]; then
+  if [ "$fault" = none ]; then
+    grep -q 'no head start: pin-object=false' "$tmp/nbdkit.err" ||
+      result="BAD: not 'no head start: pin-object=false'; $result"
+  elif ! grep -q 'a head start of 12288 KiB' "$tmp/nbdkit.err"; then
+    result="BAD: no head start; $result"
+  elif [ "$fault" = - ]; then
     [ "${got:-0}" -eq 0 ] || result="BAD: served $got bytes; $result"
   else
     grep -q " fault=$fault\$" "$tmp/h2.log" ||
