@@ -58,11 +58,21 @@ share_unlock (CURL *easy, curl_lock_data data, void *opaque)
 /* DNS answers, TLS sessions and cookies are shared between the
  * handles.
  */
+#if HAVE_OPENSSL
+/* Where each SSL_CTX keeps its handle (libcurl 7.88 makes one for each
+ * connection): see tls_info_cb.
+ */
+static int ctx_conn_index = -1;
+#endif
+
 int
 connection_init (void)
 {
   unsigned i;
 
+#if HAVE_OPENSSL
+  ctx_conn_index = SSL_CTX_get_ex_new_index (0, NULL, NULL, NULL, NULL);
+#endif
   for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
     pthread_mutex_init (&share_locks[i], NULL);
   share = curl_share_init ();
@@ -131,8 +141,8 @@ conn_took_http2 (struct conn *c)
 }
 
 /* How long c's connection took to set up, from the name's lookup to
- * the end of TLS (two round trips with TLS 1.3: TCP's and TLS's); 0
- * for one reused.
+ * the end of TLS (two round trips with TLS 1.3: TCP's and TLS's, and
+ * both sides' CPU); 0 for one reused.
  */
 int64_t
 conn_handshake_ns (struct conn *c)
@@ -143,6 +153,47 @@ conn_handshake_ns (struct conn *c)
   curl_easy_getinfo (c->easy, CURLINFO_APPCONNECT_TIME_T, &tls);
   return tls > dns ? (int64_t) (tls - dns) * 1000 : 0;
 }
+
+#if HAVE_OPENSSL
+/* TLS's first round trip on c's newest connection: from its ClientHello
+ * sent to the server's answer read, without the client's CPU for the
+ * rest of the handshake (checking the certificate), which on a loaded
+ * machine or under a sanitizer took 20 to 80 ms on loopback.  A server
+ * that takes longer (after TCP's round trip, which an emulated link
+ * may add here too) is far.
+ */
+static void
+tls_info_cb (const SSL *s, int where, int ret)
+{
+  struct conn *c = SSL_CTX_get_ex_data (SSL_get_SSL_CTX (s), ctx_conn_index);
+
+  if (c == NULL || !(where & SSL_CB_CONNECT_LOOP))
+    return;
+  switch (SSL_get_state (s)) {
+  case TLS_ST_BEFORE:           /* a new handshake */
+    c->hello_ns = c->tls_rtt_ns = 0;
+    break;
+  case TLS_ST_CW_CLNT_HELLO:    /* also at each wait for the answer */
+    if (c->hello_ns == 0)
+      c->hello_ns = monotonic_ns ();
+    break;
+  case TLS_ST_CR_SRVR_HELLO:
+    if (c->hello_ns > 0 && c->tls_rtt_ns == 0)
+      c->tls_rtt_ns = monotonic_ns () - c->hello_ns;
+    break;
+  default:
+    break;
+  }
+}
+
+static CURLcode
+ssl_ctx_cb (CURL *e, void *ctx, void *opaque)
+{
+  SSL_CTX_set_ex_data (ctx, ctx_conn_index, opaque);
+  SSL_CTX_set_info_callback (ctx, tls_info_cb);
+  return CURLE_OK;
+}
+#endif
 
 /* The connection is up (and reused for each later request on it):
  * while the probe runs, the spares open to where it went, unless it
@@ -282,6 +333,11 @@ setup_handle (struct conn *c)
   SET (CURLOPT_HTTPHEADER, cfg.headers);
   SET (CURLOPT_PREREQFUNCTION, prereq_cb);
   SET (CURLOPT_PREREQDATA, c);
+#if HAVE_OPENSSL
+  /* Not an error where libcurl's TLS is another's: no TLS timing. */
+  curl_easy_setopt (e, CURLOPT_SSL_CTX_FUNCTION, ssl_ctx_cb);
+  curl_easy_setopt (e, CURLOPT_SSL_CTX_DATA, c);
+#endif
   SET (CURLOPT_OPENSOCKETFUNCTION, open_cb);
   SET (CURLOPT_OPENSOCKETDATA, c);
   SET (CURLOPT_SOCKOPTFUNCTION, sockopt_cb);

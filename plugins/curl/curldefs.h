@@ -152,6 +152,8 @@ struct conn {
   bool adopted;                 /* open_cb gave it a spare connection */
   bool on_spare;                /* ... since conn_took_spare last asked */
   bool alpn_h2;                 /* its last request went on h2 (ALPN) */
+  int64_t hello_ns;             /* connection.c: its TLS's ClientHello */
+  int64_t tls_rtt_ns;           /* ... and the first answer's delay */
   char errbuf[CURL_ERROR_SIZE];
 };
 extern int connection_init (void);

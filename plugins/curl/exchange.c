@@ -260,13 +260,15 @@ exchange_one (struct conn *c, struct xfer *x, const char *url,
 
   if (exchange_begin (c, x, url, trusted) == -1)
     return -1;
+  /* Only before nbdkit serves: the probe, on one thread. */
   if (!x->q.serving) {
     probe_hop.url = url;
     probe_hop.trusted = trusted;
   }
   rc = mux_on () ? mux_perform (c->easy, &x->client_gone)
     : curl_easy_perform (c->easy);
-  probe_hop.url = NULL;
+  if (!x->q.serving)
+    probe_hop.url = NULL;
   exchange_end (c, x, rc);
   return exchange_judge (x);
 }

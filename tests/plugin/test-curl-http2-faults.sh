@@ -15,10 +15,11 @@
 # Each case runs twice, both times with the plugin multiplexing its
 # requests as HTTP/2 streams: with http-version=2TLS on loopback
 # ("@2TLS"), and with the default (auto) through a 20 ms link
-# (helpers/linkem), far enough for auto to take HTTP/2 ("@far"), there
+# (helpers/linkem), far enough for auto to take HTTP/2 ("@far"), both
 # with readahead=false: else the head start's GETs, sent beside the
-# probe, would be the first to meet each fault, and the reads' own
-# answers none (test-curl-head-start.sh injects faults into those).  Each
+# probe to a server whose TLS set-up took 20 ms (far, or busy), would be
+# the first to meet each fault, and the reads' own answers none
+# (test-curl-head-start.sh injects faults into those).  Each
 # prints a line "case NAME@RUN ok|FAIL" with its time and outcome.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
@@ -47,9 +48,8 @@ fast=(retry-delay=0.05 timeout=1)
 #                  left unanswered was asked again and answered in full;
 #                slower:S: it took at least S seconds (timeout= waited);
 #                conns:N: the server accepted at most N connections
-#   PLUGIN-ARGS  after url=, cainfo=, retry-delay=0.05 timeout=1 (and
-#                http-version=2TLS in the 2TLS run, readahead=false in
-#                the far one)
+#   PLUGIN-ARGS  after url=, cainfo=, retry-delay=0.05 timeout=1
+#                readahead=false (and http-version=2TLS in the 2TLS run)
 # Every case ends within 60 s.
 cases=(
   "normal             | normal          | 3 | copy | conns:1           |"
@@ -132,7 +132,7 @@ also ()
 
 for run in "${runs[@]}"; do
   vargs=(readahead=false)
-  [ "$run" != 2TLS ] || vargs=(http-version=2TLS)
+  [ "$run" != 2TLS ] || vargs+=(http-version=2TLS)
   for row in "${cases[@]}"; do
     case_row "$row" name mode nth expect checks args
     name=$name@$run
