@@ -14,49 +14,46 @@ source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_plugin
 requires_nbdsh
 
+# quiet_exit NAME URL [PLUGIN-ARGS...]: nbdkit on URL, a client that
+# reads the boot sector after half a second and leaves; nbdkit must
+# exit 0 within 5 s and print no error.  Its stderr is $tmp/NAME.err.
+quiet_exit ()
+{
+  local name=$1 url=$2 st=0 t0 secs
+  shift 2
+  t0=$EPOCHREALTIME
+  timeout 60 "${NBDKIT[@]}" -r -U - -v "$PLUGIN" "$url" "$@" \
+    --run 'sleep 0.5; '"$PYTHON_NBD"' -m nbd -u "$uri" -c "h.pread(512, 0)"' \
+    </dev/null >"$tmp/$name.out" 2>"$tmp/$name.err" || st=$?
+  secs=$(seconds_since "$t0")
+  echo "$name: nbdkit ran ${secs} s, status $st"
+  [ "$st" -eq 0 ] ||
+    { cat "$tmp/$name.err" >&2; fail "$name: nbdkit exited with $st"; }
+  if grep -E '(^|: )error: ' "$tmp/$name.err"; then
+    fail "$name: nbdkit printed errors at its exit"
+  fi
+  awk -v s="$secs" 'BEGIN { exit !(s < 5) }' ||
+    fail "$name: nbdkit took $secs s to exit"
+}
+
 make_random_file "$tmp/disk.img" $((1024 * 1024))
 start_fault_server stall-after-probe "$tmp/disk.img"
 start_linkem "$fault_port" 40
-st=0
-t0=$EPOCHREALTIME
-timeout 60 "${NBDKIT[@]}" -r -U - -v "$PLUGIN" \
-  "http://127.0.0.1:$linkem_port/disk.img" \
-  --run 'sleep 0.5; '"$PYTHON_NBD"' -m nbd -u "$uri" -c "h.pread(512, 0)"' \
-  </dev/null >"$tmp/run.out" 2>"$tmp/run.err" || st=$?
-secs=$(seconds_since "$t0")
-echo "nbdkit ran ${secs} s, status $st"
-[ "$st" -eq 0 ] || { cat "$tmp/run.err" >&2; fail "nbdkit exited with $st"; }
-grep -q ': 15 spare connections open$' "$tmp/run.err" ||
+quiet_exit http "http://127.0.0.1:$linkem_port/disk.img"
+grep -q ': 15 spare connections open$' "$tmp/http.err" ||
   fail "no spare connections were open: the test did not test"
 stalled=$(grep -c '^stalled:' "$tmp/fault.log" || :)
 [ "$stalled" -eq 0 ] ||
   fail "$stalled requests after the probe's: $(grep '^stalled:' "$tmp/fault.log")"
-if grep -E '(^|: )error: ' "$tmp/run.err"; then
-  fail "nbdkit printed errors at its exit"
-fi
-awk -v s="$secs" 'BEGIN { exit !(s < 5) }' ||
-  fail "nbdkit took $secs s to exit"
 
 # HTTP/2: the head start stalls.
 requires_h2
 make_cert
 start_h2_fault_server stall-always "$tmp/disk.img" 1
 start_linkem "$h2_port" 40
-st=0
-t0=$EPOCHREALTIME
-timeout 60 "${NBDKIT[@]}" -r -U - -v "$PLUGIN" \
-  "https://127.0.0.1:$linkem_port/disk.img" cainfo="$tmp/cert.pem" \
-  --run 'sleep 0.5; '"$PYTHON_NBD"' -m nbd -u "$uri" -c "h.pread(512, 0)"' \
-  </dev/null >"$tmp/run2.out" 2>"$tmp/run2.err" || st=$?
-secs=$(seconds_since "$t0")
-echo "HTTP/2: nbdkit ran ${secs} s, status $st"
-[ "$st" -eq 0 ] || { cat "$tmp/run2.err" >&2; fail "HTTP/2: nbdkit exited with $st"; }
-grep -q 'a head start of' "$tmp/run2.err" ||
+quiet_exit http2 "https://127.0.0.1:$linkem_port/disk.img" \
+  cainfo="$tmp/cert.pem"
+grep -q 'a head start of' "$tmp/http2.err" ||
   fail "HTTP/2: no head start: the test did not test"
 grep -q 'fault=stall' "$tmp/h2.log" ||
   fail "HTTP/2: the head start did not stall: the test did not test"
-if grep -E '(^|: )error: ' "$tmp/run2.err"; then
-  fail "HTTP/2: nbdkit printed errors at its exit"
-fi
-awk -v s="$secs" 'BEGIN { exit !(s < 5) }' ||
-  fail "HTTP/2: nbdkit took $secs s to exit"
