@@ -91,6 +91,7 @@ engine_unload (void)
   if (curl_debug_times)
     timing_print ();
   route_unload ();
+  exchange_unload ();
 }
 
 /* What x asks for, for messages: ": bytes A-B", or "" for a HEAD. */
@@ -420,6 +421,7 @@ struct early_get {
   struct xfer x;
   struct span span;
   struct mux_req r;
+  char *url;                    /* where it went */
 };
 
 /* The HTTP/2 weight of the head start's GET from first: all of them go
@@ -456,7 +458,7 @@ engine_stream_begin (struct conn *c, uint64_t first, uint64_t last,
     .offset = first, .count = last - first + 1, .spans = &g->span,
     .sink = sink, .sink_data = opaque, .weight = head_weight (first),
   };
-  if (exchange_beside (c, &g->x) == -1) {
+  if (exchange_beside (c, &g->x, &g->url) == -1) {
     free (g);
     return NULL;
   }
@@ -466,6 +468,7 @@ engine_stream_begin (struct conn *c, uint64_t first, uint64_t last,
     nbdkit_debug ("head start: %s: not sent: %s", cfg.shown_url,
                   curl_easy_strerror (rc));
     exchange_unsent (c, &g->x);
+    free (g->url);
     free (g);
     return NULL;
   }
@@ -510,7 +513,10 @@ engine_stream_end (struct early_get *g)
   x->q.serving = true;
   x->q.expect_total = object.size;
   x->q.pinned = remote_pin_found (&x->q.pin);
-  if (!x->q.pinned)
+  if (!exchange_found_at (g->url))
+    snprintf (x->why, sizeof x->why, "its URL answered the probe with a "
+              "redirect: another resource");
+  else if (!x->q.pinned)
     snprintf (x->why, sizeof x->why, "the object cannot be pinned");
   else if (object.size < 0 || g->span.last >= (uint64_t) object.size)
     snprintf (x->why, sizeof x->why, "past the object's end");
@@ -531,6 +537,7 @@ engine_stream_end (struct early_get *g)
     nbdkit_debug ("head start: %s: bytes %" PRIu64 "-%" PRIu64 ": %s",
                   cfg.shown_url, g->span.first, g->span.last, x->why);
   (void) conn_took_spare (c);
+  free (g->url);
   free (g);
   return v;
 }

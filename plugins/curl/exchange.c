@@ -14,6 +14,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -161,11 +162,13 @@ set_request (CURL *e, struct xfer *x, const char *url,
 }
 
 /* The exchange the probe has on its way, while it runs (see
- * exchange_beside).
+ * exchange_beside), and the URL whose answer was not a redirect: where
+ * the probe found the object.
  */
 static struct {
   const char *url;
   bool trusted;
+  char *found;
 } probe_hop;
 
 /* Before x's transfer on c to url (x->req_headers holds the header
@@ -257,6 +260,7 @@ exchange_one (struct conn *c, struct xfer *x, const char *url,
               bool trusted)
 {
   CURLcode rc;
+  int r;
 
   if (exchange_begin (c, x, url, trusted) == -1)
     return -1;
@@ -267,22 +271,51 @@ exchange_one (struct conn *c, struct xfer *x, const char *url,
   }
   rc = mux_on () ? mux_perform (c->easy, &x->client_gone)
     : curl_easy_perform (c->easy);
-  if (!x->q.serving)
-    probe_hop.url = NULL;
   exchange_end (c, x, rc);
-  return exchange_judge (x);
+  r = exchange_judge (x);
+  if (!x->q.serving) {
+    probe_hop.url = NULL;
+    if (x->v != VERDICT_REDIRECT) {
+      free (probe_hop.found);
+      probe_hop.found = strdup (url);
+    }
+  }
+  return r;
 }
 
 /* While the probe's exchange is on its way (called from it: see
- * mux_when_sent), x set up on c to go to the same URL with the same
- * trust, its transfer left to the caller: 0, or -1 (none on its way,
- * or x->v a failure, reported).  So no secret goes anywhere the
- * probe's request did not.
+ * mux_when_sent), x set up on c to go to the same URL (a copy in *url,
+ * for exchange_found_at) with the same trust, its transfer left to the
+ * caller: 0, or -1 (none on its way, or x->v a failure, reported).  So
+ * no secret goes anywhere the probe's request did not.
  */
 int
-exchange_beside (struct conn *c, struct xfer *x)
+exchange_beside (struct conn *c, struct xfer *x, char **url)
 {
-  if (probe_hop.url == NULL)
+  *url = probe_hop.url != NULL ? strdup (probe_hop.url) : NULL;
+  if (*url == NULL)
     return -1;
-  return exchange_begin (c, x, probe_hop.url, probe_hop.trusted);
+  if (exchange_begin (c, x, probe_hop.url, probe_hop.trusted) == 0)
+    return 0;
+  free (*url);
+  *url = NULL;
+  return -1;
+}
+
+/* Whether url is where the probe found the object: its last hop, the
+ * one not answered with a redirect.  A hop that redirected the probe
+ * may serve bytes of its own, with validators that happen to be the
+ * object's (an ETag identifies versions of one resource only).
+ */
+bool
+exchange_found_at (const char *url)
+{
+  return probe_hop.found != NULL && strcmp (url, probe_hop.found) == 0;
+}
+
+void
+exchange_unload (void)
+{
+  free (probe_hop.found);
+  probe_hop.found = NULL;
 }

@@ -54,7 +54,9 @@ extern bool callbacks_judge (struct xfer *x);
 /* exchange.c */
 extern int exchange_one (struct conn *c, struct xfer *x, const char *url,
                          bool trusted);
-extern int exchange_beside (struct conn *c, struct xfer *x);
+extern int exchange_beside (struct conn *c, struct xfer *x, char **url);
+extern bool exchange_found_at (const char *url);
+extern void exchange_unload (void);
 extern void exchange_end (struct conn *c, struct xfer *x, CURLcode rc);
 extern void exchange_unsent (struct conn *c, struct xfer *x);
 extern int exchange_judge (struct xfer *x);

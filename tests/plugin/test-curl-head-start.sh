@@ -28,6 +28,11 @@
 #  (g) url= on a near HTTPS nginx that answers 302 to the far one: the
 #      first hop gets no head start (a near server), the second does,
 #      and the copy is byte-exact with the head start's 12 MiB served.
+#  (h) url= on a far HTTP/2 nginx that answers the probe's range with a
+#      302 to the image, and every other range with a file of its own of
+#      the same size and date (so the same ETag and Last-Modified): the
+#      head start went to that first hop, and nothing of it is served;
+#      the copy is the image's.
 #  (e) faults on the head start's GETs (helpers/h2-fault-server.py 20 ms
 #      away; its Nth GET after the probe is the head start's Nth): one
 #      cut short, reset, stalled, answered with other bytes than asked
@@ -237,6 +242,27 @@ stop_nbdkit redir
 got=$(served "$tmp/redir.err")
 [ "${got:-0}" -ge 12582912 ] ||
   problem "(g) redirected: read-ahead served ${got:-nothing}, not the head start's 12 MiB"
+
+# (h)
+front=$tmp/nginx-other/www
+mkdir -p "$front"
+make_random_file "$front/disk.img" "$size"
+touch -r "$image" "$front/disk.img"
+start_nginx_named other \
+  "location = /disk.img { if (\$http_range = \"bytes=0-8191\") { return 302 $far; } }"
+[ -f "$tmp/nginx-other/www/disk.img" ] || fail "(h) the other image is not served"
+start_linkem "$other_tlsport" "$rtt"
+start_nbdkit other -r -v -D curl.readahead=1 "$PLUGIN" \
+  "https://127.0.0.1:$linkem_port/disk.img" cainfo="$tmp/cert.pem"
+grep -q 'a head start of 12288 KiB' "$tmp/other.err" ||
+  fail "(h) no head start at the first hop: nothing tested"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+assert_same_file "$image" "$tmp/out.img"
+rm -f "$tmp/out.img"
+stop_nbdkit other
+got=$(served "$tmp/other.err")
+[ "${got:-0}" -eq 0 ] ||
+  problem "(h) served $got bytes of the hop that redirected the probe"
 
 # (e) NAME | MODE | NTH | EXPECT | FAULT | PLUGIN-ARGS: the fault
 # server's --mode and --nth, fault_outcome's EXPECT (as in
