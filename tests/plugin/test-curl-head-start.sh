@@ -85,6 +85,18 @@ said_before ()
   [ -n "$la" ] && [ -n "$lb" ] && [ "$la" -lt "$lb" ]
 }
 
+# copy_and_stop NAME [IMAGE]: nbdcopy from nbdkit NAME (start_nbdkit),
+# byte-exact against IMAGE ($image), then NAME stopped; $got is what
+# read-ahead served, from its totals.
+copy_and_stop ()
+{
+  timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
+  assert_same_file "${2:-$image}" "$tmp/out.img"
+  rm -f "$tmp/out.img"
+  stop_nbdkit "$1"
+  got=$(served "$tmp/$1.err")
+}
+
 # (a)
 mark
 : > "$tmp/timing.log"
@@ -131,10 +143,7 @@ awk -v rtt="$rtt" '
   }' "$tmp/a-timing.log" > "$tmp/a-timing.out" ||
   fail "(a) the head start did not ride the probe's flight: $(cat "$tmp/a-timing.out")"
 echo "(a) $(cat "$tmp/a-timing.out")"
-timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
-assert_same_file "$image" "$tmp/out.img"
-rm -f "$tmp/out.img"
-stop_nbdkit far
+copy_and_stop far
 conns=$(since_mark | cut -d' ' -f1 | sort -u | wc -l)
 [ "$conns" -eq 1 ] || problem "(a) requests on $conns connections, not 1"
 # Every read of the first 12 MiB was served from the head start, those
@@ -144,7 +153,6 @@ since_mark | tail -n +$(($(wc -l < "$tmp/a-start.log") + 1)) |
   > "$tmp/a-again.log"
 [ ! -s "$tmp/a-again.log" ] ||
   problem "(a) asked again after the head start: $(head -3 "$tmp/a-again.log" | tr '\n' ' ')"
-got=$(served "$tmp/far.err")
 [ "${got:-0}" -ge 12582912 ] ||
   problem "(a) read-ahead served ${got:-nothing}, not the head start's 12 MiB"
 
@@ -165,13 +173,9 @@ stop_nbdkit near
 # (c)
 start_nbdkit rw -v -D curl.readahead=1 "$PLUGIN" "$far" cainfo="$tmp/cert.pem"
 grep -q 'a head start of 12288 KiB' "$tmp/rw.err" || fail "(c) no head start"
-timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
-assert_same_file "$image" "$tmp/out.img"
-rm -f "$tmp/out.img"
-stop_nbdkit rw
+copy_and_stop rw
 grep -q 'a writable connection: reads no longer pinned' "$tmp/rw.err" ||
   fail "(c) the connection was not writable: nothing tested"
-got=$(served "$tmp/rw.err")
 [ "${got:-0}" -ge 12582912 ] ||
   problem "(c) a writable connection: read-ahead served ${got:-nothing}, not the head start's 12 MiB"
 
@@ -180,10 +184,7 @@ small=$tmp/www/small.img
 make_random_file "$small" $((1024 * 1024 + 7))
 start_nbdkit small -r -v -D curl.readahead=1 "$PLUGIN" \
   "https://127.0.0.1:$linkem_port/small.img" cainfo="$tmp/cert.pem"
-timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
-assert_same_file "$small" "$tmp/out.img"
-rm -f "$tmp/out.img"
-stop_nbdkit small
+copy_and_stop small "$small"
 grep -q "head start: .*: bytes 1048576-2097151: past the object's end" \
      "$tmp/small.err" ||
   problem "(d) the GET past the end was not refused: $(grep 'head start' "$tmp/small.err" | tail -3)"
@@ -235,11 +236,7 @@ said=$(grep -E ': no head start: |: a head start of ' "$tmp/redir.err" |
        tr '\n' ';')
 [ "$said" = "no head start: a near server;a head start of 12288 KiB;" ] ||
   fail "(g) redirected: not a head start from the second hop: $said"
-timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
-assert_same_file "$image" "$tmp/out.img"
-rm -f "$tmp/out.img"
-stop_nbdkit redir
-got=$(served "$tmp/redir.err")
+copy_and_stop redir
 [ "${got:-0}" -ge 12582912 ] ||
   problem "(g) redirected: read-ahead served ${got:-nothing}, not the head start's 12 MiB"
 
@@ -256,11 +253,7 @@ start_nbdkit other -r -v -D curl.readahead=1 "$PLUGIN" \
   "https://127.0.0.1:$linkem_port/disk.img" cainfo="$tmp/cert.pem"
 grep -q 'a head start of 12288 KiB' "$tmp/other.err" ||
   fail "(h) no head start at the first hop: nothing tested"
-timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
-assert_same_file "$image" "$tmp/out.img"
-rm -f "$tmp/out.img"
-stop_nbdkit other
-got=$(served "$tmp/other.err")
+copy_and_stop other
 [ "${got:-0}" -eq 0 ] ||
   problem "(h) served $got bytes of the hop that redirected the probe"
 
