@@ -55,9 +55,6 @@ share_unlock (CURL *easy, curl_lock_data data, void *opaque)
   pthread_mutex_unlock (&share_locks[data]);
 }
 
-/* DNS answers, TLS sessions and cookies are shared between the
- * handles.
- */
 #if HAVE_OPENSSL
 /* Where each SSL_CTX keeps its handle (libcurl 7.88 makes one for each
  * connection): see tls_info_cb.
@@ -65,6 +62,9 @@ share_unlock (CURL *easy, curl_lock_data data, void *opaque)
 static int ctx_conn_index = -1;
 #endif
 
+/* DNS answers, TLS sessions and cookies are shared between the
+ * handles.
+ */
 int
 connection_init (void)
 {

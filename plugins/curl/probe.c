@@ -38,17 +38,18 @@ static void
 head_start (void)
 {
   static bool sent;
-  /* TLS's first round trip (connection.c), else, where libcurl's TLS
-   * is not OpenSSL's, the whole set-up: two round trips and both
-   * sides' CPU.
-   */
-  int64_t rtt = probe_conn->tls_rtt_ns > 0 ? probe_conn->tls_rtt_ns
-    : conn_handshake_ns (probe_conn) / 2;
+  int64_t rtt;
   const char *none = NULL;
   uint64_t asked = 0;
 
   if (sent)
     return;
+  /* TLS's first round trip (connection.c), else, where libcurl's TLS
+   * is not OpenSSL's, the whole set-up: two round trips and both
+   * sides' CPU.
+   */
+  rtt = probe_conn->tls_rtt_ns > 0 ? probe_conn->tls_rtt_ns
+    : conn_handshake_ns (probe_conn) / 2;
   if (!probe_conn->alpn_h2)
     none = "not HTTP/2 by ALPN";
   else if (rtt < HEAD_START_RTT_NS)

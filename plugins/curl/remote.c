@@ -43,7 +43,12 @@ static __thread bool plugin_thread;
  */
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool pinned;
-static bool pinned_found;       /* effectively, by the probe: never unset */
+/* The probe found validators that pin the object (a precondition, or
+ * one every answer must show).  Set once, before nbdkit serves, and
+ * never unset: the first bytes serve every read, not only one, and the
+ * head start may serve (remote_pin_found).
+ */
+static bool pin_effective;
 static struct pin pin = { .etag = "", .last_modified = "", .header = "" };
 static char pin_header[sizeof object.etag + 32];  /* "If-Match: ..." */
 
@@ -55,7 +60,6 @@ static char pin_header[sizeof object.etag + 32];  /* "If-Match: ..." */
 static pthread_mutex_t first_lock = PTHREAD_MUTEX_INITIALIZER;
 static char first[FIRST_BYTES];
 static uint32_t first_len;      /* 0: none kept */
-static bool first_kept;         /* for every read, not only one */
 
 /* Whether the server answers a GET of several ranges with the parts
  * asked for; false once it did not (batch.c then asks one range per
@@ -69,8 +73,6 @@ static bool multirange = true;
 void
 remote_serving (void)
 {
-  bool effective;
-
   serving = true;
   if (!cfg.pin_object || cfg.is_file)
     return;
@@ -99,12 +101,8 @@ remote_serving (void)
   /* A precondition, or a validator every answer must show: else (HEAD's
    * weak ETag alone) a replacement need not show anything to compare.
    */
-  effective = pin_header[0] || pin.etag_required;
-  pinned_found = effective;
-  pthread_mutex_lock (&first_lock);
-  first_kept = effective;
-  pthread_mutex_unlock (&first_lock);
-  if (!effective) {
+  pin_effective = pin_header[0] || pin.etag_required;
+  if (!pin_effective) {
     nbdkit_debug ("%s: reads cannot be pinned: only HEAD gave a validator "
                   "(a weak ETag, which cannot be sent in If-Match)",
                   cfg.shown_url);
@@ -148,7 +146,7 @@ remote_read_first (void *buf, uint32_t count, uint64_t offset)
   if (offset >= first_len || count > first_len - offset)
     return false;
   memcpy (buf, first + offset, count);
-  if (!first_kept)
+  if (!pin_effective)
     first_len = 0;
   return true;
 }
@@ -196,7 +194,7 @@ remote_pin_found (struct pin *p)
   LOCK_FOR_SCOPE (&pin_lock);
 
   *p = pin;
-  return pinned_found;
+  return pin_effective;
 }
 
 /* libcurl's file:// handler reads one range only. */
