@@ -59,12 +59,24 @@ start_linkem "$tlsport" "$rtt"
 https_far=https://127.0.0.1:$linkem_port/disk.img
 
 # mark: from here on, conns and carried count.  conns: the distinct TCP
-# connections nginx logged a request on since the mark.
+# connections nginx logged a request on since the mark.  linkem logs a
+# connection when its end has crossed the link, half a round trip after
+# the nbdkit before has exited: the mark waits until its log has been
+# still for 0.3 s (at most 3 s), or the last part's connections would
+# count in this one's.
 mark ()
 {
+  local n m k
   first=$(($(wc -l <"$tmp/access.log") + 1))
   touch "$tmp/linkem.log"
-  lk_first=$(($(wc -l <"$tmp/linkem.log") + 1))
+  n=$(wc -l <"$tmp/linkem.log")
+  for ((k = 0; k < 10; k++)); do
+    sleep 0.3
+    m=$(wc -l <"$tmp/linkem.log")
+    [ "$m" -ne "$n" ] || break
+    n=$m
+  done
+  lk_first=$((n + 1))
 }
 
 conns ()
