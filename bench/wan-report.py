@@ -25,7 +25,7 @@ from reportlib import (  # noqa: E402
     summarize, write_csv, write_lines)
 
 ORDER = ["plugin", "plugin-h1", "plugin-t64", "plugin-nora", "upstream",
-         "upstream-ra", "debian", "curl", "aria2c"]
+         "upstream-ra", "debian", "curl", "aria2c", "h2load"]
 DESC = {
     "seq": 'nbdcopy "$uri" null:  (MiB/s of the client alone)',
     "qemu": 'qemu-img convert -n -f raw "$uri" null-co  (MiB/s); '
@@ -157,6 +157,12 @@ def main():
                  "depth) / RTT: 16x1/RTT for rand1,")
     lines.append("16x4/RTT for rand4, 64/RTT for -t 64 (nbdkit's default "
                  "is %d threads)." % a.threads)
+    lines.append("h2load: nghttp2's load generator, one 4 KiB range again "
+                 "and again on one HTTP/2")
+    lines.append("connection with the row's streams in flight (https only): "
+                 "what the link and nginx")
+    lines.append("answer, no NBD; its /ceil is the share of the ceiling any "
+                 "client could reach.")
     lines.append("TCP conns: the connections the contender opened to the "
                  "image's server per run")
     lines.append("(linkem's accepts; an NBD contender's from nbdkit's start "
@@ -588,6 +594,16 @@ def h2_targets(cells, samples, protos, med, ratio, ceiling, conns, t):
             t.check("%s %s >= 0.95x ceiling %.0f IOPS" % (cn, sc, ceil),
                     m / ceil if m is not None else None, ">=", 0.95,
                     fmtv=F3)
+            # The ceiling as the link and nginx give it: h2load with as
+            # many streams in flight; its own share of the ceiling shows
+            # how much of it any client could reach.
+            if cell + (sc, "h2load") in samples:
+                h = med(cell, sc, "h2load")
+                t.check("%s %s >= 0.95x h2load, same streams in flight "
+                        "(h2load: %s of the ceiling)" % (
+                            cn, sc, F3 % (h / ceil) if h else "-"),
+                        ratio(cell, sc, "plugin", "h2load"), ">=", 0.95,
+                        fmtv=F3)
             if cell + (sc, "upstream") in samples:
                 t.check("%s %s ahead of upstream" % (cn, sc),
                         ratio(cell, sc, "plugin", "upstream"), ">", 1.0,
