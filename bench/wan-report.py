@@ -24,8 +24,8 @@ from reportlib import (  # noqa: E402
     meta_lines, parse_labels, read_rows, remove_stale, status_note,
     summarize, write_csv, write_lines)
 
-ORDER = ["plugin", "plugin-h1", "plugin-t64", "plugin-nora", "upstream",
-         "upstream-ra", "debian", "curl", "aria2c", "h2load"]
+ORDER = ["plugin", "plugin-h1", "plugin-t64", "plugin-nora", "plugin-sum",
+         "upstream", "upstream-ra", "debian", "curl", "aria2c", "h2load"]
 DESC = {
     "seq": 'nbdcopy "$uri" null:  (MiB/s of the client alone)',
     "qemu": 'qemu-img convert -n -f raw "$uri" null-co  (MiB/s); '
@@ -271,6 +271,10 @@ def main():
             if cell + (sc, "upstream") in samples:
                 target("%s %s faster than upstream" % (cn, sc),
                        ratio(cell, sc, "plugin", "upstream"), ">", 1.0)
+            # Issue 23: checksum= costs at most 5% of a copy.
+            if cell + (sc, "plugin-sum") in samples:
+                target("%s %s checksum=sha256 >= 0.95x without" % (cn, sc),
+                       ratio(cell, sc, "plugin-sum", "plugin"), ">=", 0.95)
         for sc in ("rand1", "rand4"):
             for c in ("plugin", "plugin-t64"):
                 if cell + (sc, c) not in samples:

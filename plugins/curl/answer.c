@@ -83,6 +83,33 @@ is_entity_tag (const char *v, size_t len)
  * terminated, and may hold a NUL).  False for a malformed
  * Content-Range, which is ignored.
  */
+/* Headers that give the object's digest (checksum.c): RFC 9530's
+ * Repr-Digest, RFC 3230's Digest, S3's x-amz-checksum-*, Google's
+ * x-goog-hash, and Content-MD5, which is the digest of the body, so of
+ * the object only in a 200.
+ */
+static bool
+is_digest_header (const struct answer *a, const char *name)
+{
+  return strcasecmp (name, "repr-digest") == 0 ||
+    strcasecmp (name, "digest") == 0 ||
+    strncasecmp (name, "x-amz-checksum-", 15) == 0 ||
+    strcasecmp (name, "x-goog-hash") == 0 ||
+    (strcasecmp (name, "content-md5") == 0 && a->status == 200);
+}
+
+static void
+note_digest (struct answer *a, const char *name, const char *v,
+             size_t vlen)
+{
+  size_t used = strlen (a->digests), need = strlen (name) + vlen + 2;
+
+  if (memchr (v, '\n', vlen) != NULL || used + need >= sizeof a->digests)
+    return;
+  snprintf (a->digests + used, sizeof a->digests - used, "%s:%.*s\n",
+            name, (int) vlen, v);
+}
+
 bool
 answer_header (struct answer *a, const char *name, const char *v,
                size_t vlen)
@@ -141,6 +168,8 @@ answer_header (struct answer *a, const char *name, const char *v,
     else
       a->bad_etag = true;
   }
+  else if (is_digest_header (a, name))
+    note_digest (a, name, v, vlen);
   else if (strcasecmp (name, "last-modified") == 0)
     copy_validator (&a->bad_last_modified, a->last_modified,
                     sizeof a->last_modified, v, vlen);

@@ -237,6 +237,8 @@ config_complete (void)
     nbdkit_error ("cookie and cookie-script cannot be used together");
     return -1;
   }
+  if (cfg.checksum != NULL && checksum_config (cfg.checksum) == -1)
+    return -1;
   if (cfg.aws_sigv4 && (cfg.user == NULL || cfg.password == NULL)) {
     nbdkit_error ("aws-sigv4 needs user= (the access key id) and "
                   "password= (the secret access key)");

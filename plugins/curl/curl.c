@@ -75,6 +75,7 @@ static void
 curl_unload (void)
 {
   prefetch_unload ();
+  checksum_unload ();
   pool_unload ();
   engine_unload ();
   connection_unload ();
@@ -90,7 +91,9 @@ curl_get_ready (void)
       mux_init () == -1 || engine_init () == -1 || pool_init () == -1)
     return -1;
   prefetch_init ();
-  return probe_object ();
+  if (probe_object () == -1)
+    return -1;
+  return checksum_ready ();
 }
 
 /* After nbdkit forked into the background: threads may start now. */
@@ -111,6 +114,13 @@ curl_open (int readonly)
 
   if (h == NULL) {
     nbdkit_error ("calloc: %m");
+    return NULL;
+  }
+  /* The digest is of the object as it was: writes would change it. */
+  if (!readonly && wanted.algo != NULL) {
+    nbdkit_error ("checksum= needs a read-only export (nbdkit -r): "
+                  "writes would change the object it checks");
+    free (h);
     return NULL;
   }
   h->readonly = readonly;
@@ -209,7 +219,9 @@ static int
 curl_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
             uint32_t flags)
 {
-  return prefetch_pread (buf, count, offset);
+  if (prefetch_pread (buf, count, offset) == -1)
+    return -1;
+  return checksum_read (buf, count, offset);
 }
 
 static int

@@ -20,6 +20,18 @@
  */
 #include "verdict.h"
 
+static inline uint64_t
+min64 (uint64_t a, uint64_t b)
+{
+  return a < b ? a : b;
+}
+
+static inline uint64_t
+max64 (uint64_t a, uint64_t b)
+{
+  return a > b ? a : b;
+}
+
 /* Scope-based cleanup. */
 static inline void
 cleanup_free (void *ptr)
@@ -87,6 +99,7 @@ struct object_info {
    * (remote.c).
    */
   bool etag_on_get, last_modified_on_get;
+  char digests[DIGESTS_SIZE];   /* see struct answer */
 };
 
 /* The object's first bytes, which the probe asks for along with its
@@ -264,6 +277,20 @@ extern uint64_t prefetch_head_start (void);
 extern void prefetch_after_fork (void);
 extern void prefetch_unload (void);
 extern int prefetch_pread (void *buf, uint32_t count, uint64_t offset);
+/* digests.c: checksum=ALGO:HEX, and the digests servers state. */
+struct checksum_want {
+  const char *algo;             /* "sha256", "sha512", "md5"; NULL: none */
+  unsigned len;                 /* the digest's bytes */
+  unsigned char digest[64];
+};
+extern struct checksum_want wanted;
+extern int checksum_config (const char *value);
+extern int checksum_headers (const char *digests);
+extern void digest_hex (const unsigned char *d, unsigned n, char *out);
+/* checksum.c: the object's digest, as reads cover it. */
+extern int checksum_ready (void);
+extern int checksum_read (const void *buf, uint32_t count, uint64_t offset);
+extern void checksum_unload (void);
 extern int prefetch_cache (uint32_t count, uint64_t offset);
 extern void prefetch_invalidate (uint32_t count, uint64_t offset);
 

@@ -272,6 +272,7 @@ copy_info (struct object_info *info, const struct xfer *x)
   strcpy (info->etag, x->a.bad_etag ? "" : x->a.etag);
   strcpy (info->last_modified,
           x->a.bad_last_modified ? "" : x->a.last_modified);
+  strcpy (info->digests, x->a.digests);
 }
 
 /* HEAD: the verdict (failures reported, except VERDICT_UNSUPPORTED: the

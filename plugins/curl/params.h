@@ -153,6 +153,9 @@
      "ipresolve=<any|v4|v6>     Which IP versions to use.\n")           \
   P ("aws-sigv4", string, const char *, aws_sigv4, NULL, 0, 0, true,    \
      "aws-sigv4=<PROVIDER...>   Sign requests with AWS Signature V4.\n") \
+  P ("checksum", string, const char *, checksum, NULL, 0, 0, false,     \
+     "checksum=<ALGO:HEX>       The object's sha256, sha512 or md5: once\n" \
+     "                          every byte was read, a mismatch fails.\n") \
   P ("readahead", flag, bool, readahead, true, 0, 0, false,             \
      "readahead=false           Do not read ahead of sequential reads.\n") \
   P ("readahead-size", bytes, uint64_t, readahead_size,                  \

@@ -223,7 +223,9 @@ probe_on (struct conn *c)
   if (cfg.pin_object && !get.etag[0] && !get.last_modified[0] &&
       probe_head (c, &head) == -1)
     return -1;
-  if (take_validators (&head, &get) == -1)
+  if (take_validators (&head, &get) == -1 ||
+      checksum_headers (head.digests) == -1 ||
+      checksum_headers (get.digests) == -1)
     return -1;
   object.size = get.size;
   nbdkit_debug ("%s: %" PRIi64 " bytes, ETag %s, Last-Modified %s",

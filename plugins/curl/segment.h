@@ -58,18 +58,6 @@ struct seg {
   pthread_t thread;
 };
 
-static inline uint64_t
-min64 (uint64_t a, uint64_t b)
-{
-  return a < b ? a : b;
-}
-
-static inline uint64_t
-max64 (uint64_t a, uint64_t b)
-{
-  return a > b ? a : b;
-}
-
 extern pthread_mutex_t seg_lock;
 extern pthread_cond_t seg_cond;     /* bytes came, a GET ended */
 extern struct seg seg_table[MAX_SEGS];

@@ -65,6 +65,9 @@ struct asked {
 #define ETAG_SIZE 256
 #define LAST_MODIFIED_SIZE 64
 
+/* Room for the digest headers of one answer (struct answer). */
+#define DIGESTS_SIZE 1024
+
 struct answer {
   long status;                  /* 0 before a status line, and file:// */
   bool headers_done;            /* the last header block has ended */
@@ -83,6 +86,10 @@ struct answer {
   bool bad_etag;                /* unusable: see copy_validator */
   bool bad_last_modified;
   unsigned retry_after_ms;      /* from Retry-After, 0 if none */
+  /* Headers that state the object's digest, "name:value" lines
+   * (checksum.c reads them); a line that does not fit is left out.
+   */
+  char digests[DIGESTS_SIZE];
 
   /* The body. */
   uint64_t body_len;            /* bytes received, ignored ones too */

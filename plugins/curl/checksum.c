@@ -1,0 +1,385 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * checksum=ALGO:HEX (digests.c): the object is held to a digest the
+ * user gives.  Pinning proves that every read comes from one version of
+ * the object; this proves that it is the version the user expects,
+ * without a second pass over the copy.
+ *
+ * The digest is of the bytes reads return, in the object's order.  The
+ * bytes before the frontier have been hashed.  The read that starts at
+ * or before the frontier and ends past it hashes its own bytes and moves
+ * the frontier on.  A read further on is written, at its own offset, to
+ * a spill file (unlinked, in $TMPDIR, else /var/tmp: on disk, not in
+ * memory) and hashed from there when the frontier reaches it, which
+ * frees its blocks again.  nbdcopy splits an image among its workers in
+ * regions of 128 MiB and reads them at once: all but the first go to
+ * the spill file, up to SPILL_MAX at a time.  What could not be spilled
+ * (the file is full, or cannot be made) is only noted as read.  Once
+ * every byte has been read at least once, the read that completed it
+ * reads again, in order, whatever is neither hashed nor spilled, and
+ * compares.  A mismatch fails that read and every read after it, and
+ * says so; a client that never reads every byte gets no verdict (said
+ * at unload with -v).
+ *
+ * One read at a time hashes (sum.hashing): it does so without the
+ * lock, so that other reads only spill their bytes and go on.
+ */
+
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+
+#define SPILL_MAX (INT64_C (1) << 30)   /* bytes in the spill file */
+#define MAX_RANGES 4096                 /* ranges noted, per list */
+#define PIECE (4 * 1024 * 1024)         /* hashed from the file, or read
+                                           again, at a time */
+
+struct range {
+  uint64_t start, end;
+};
+
+struct ranges {
+  struct range r[MAX_RANGES];
+  unsigned n;
+};
+
+enum sum_state { SUM_RUNNING, SUM_GOOD, SUM_BAD, SUM_LOST };
+
+static struct {
+  pthread_mutex_t lock;
+  enum sum_state state;
+  EVP_MD_CTX *ctx;
+  uint64_t frontier;            /* [0, frontier) is hashed, or being */
+  bool hashing;                 /* a read is hashing, without the lock */
+  struct ranges read;           /* read past the frontier */
+  struct ranges spilled;        /* ... and in the spill file */
+  int fd;                       /* the spill file, -1 before, -2 none */
+  uint64_t reread;              /* bytes read a second time */
+  char *piece;                  /* PIECE bytes, for the hasher */
+} sum = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+/* [start, end) added to l, merged with its neighbours; false when l is
+ * full.
+ */
+static bool
+note (struct ranges *l, uint64_t start, uint64_t end)
+{
+  unsigned i = 0, j;
+
+  while (i < l->n && l->r[i].end < start)
+    i++;
+  for (j = i; j < l->n && l->r[j].start <= end; j++) {
+    start = min64 (start, l->r[j].start);
+    end = max64 (end, l->r[j].end);
+  }
+  if (i == j) {
+    if (l->n == MAX_RANGES)
+      return false;
+    memmove (&l->r[i + 1], &l->r[i], (l->n - i) * sizeof l->r[0]);
+    l->n++;
+  }
+  else {
+    memmove (&l->r[i + 1], &l->r[j], (l->n - j) * sizeof l->r[0]);
+    l->n -= j - i - 1;
+  }
+  l->r[i] = (struct range) { .start = start, .end = end };
+  return true;
+}
+
+/* Ranges of l that end at or before pos: dropped. */
+static void
+trim (struct ranges *l, uint64_t pos)
+{
+  unsigned i = 0;
+
+  while (i < l->n && l->r[i].end <= pos)
+    i++;
+  memmove (&l->r[0], &l->r[i], (l->n - i) * sizeof l->r[0]);
+  l->n -= i;
+}
+
+static uint64_t
+total (const struct ranges *l)
+{
+  uint64_t bytes = 0;
+  unsigned i;
+
+  for (i = 0; i < l->n; i++)
+    bytes += l->r[i].end - l->r[i].start;
+  return bytes;
+}
+
+/* The spill file, made at the first need: false if there is none. */
+static bool
+spill_file_locked (void)
+{
+  const char *dir = getenv ("TMPDIR");
+
+  if (sum.fd == -1) {
+    if (dir == NULL || *dir == '\0')
+      dir = "/var/tmp";
+    sum.fd = open (dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (sum.fd == -1) {
+      nbdkit_debug ("checksum: no spill file in %s (%m): reads out of "
+                    "order are read again at the end", dir);
+      sum.fd = -2;
+    }
+  }
+  return sum.fd >= 0;
+}
+
+/* buf's bytes past the frontier into the spill file, if it has room. */
+static void
+spill_locked (const char *buf, uint64_t offset, uint32_t count)
+{
+  uint64_t skip = sum.frontier > offset ? sum.frontier - offset : 0;
+  uint64_t start = offset + skip, len = count - skip;
+
+  if (skip >= count || total (&sum.spilled) + len > SPILL_MAX ||
+      !spill_file_locked ())
+    return;
+  if (pwrite (sum.fd, buf + skip, len, start) != (ssize_t) len) {
+    nbdkit_debug ("checksum: spill file: %m: read again at the end");
+    return;
+  }
+  (void) note (&sum.spilled, start, start + len);
+}
+
+static void
+hash (const void *data, size_t len)
+{
+  EVP_DigestUpdate (sum.ctx, data, len);
+}
+
+/* The hasher: [start, end) of the spill file hashed and freed, without
+ * the lock.  False if it could not be read back.
+ */
+static bool
+hash_spilled (uint64_t start, uint64_t end)
+{
+  uint64_t pos;
+
+  for (pos = start; pos < end;) {
+    size_t n = min64 (end - pos, PIECE);
+
+    if (pread (sum.fd, sum.piece, n, pos) != (ssize_t) n)
+      return false;
+    hash (sum.piece, n);
+    pos += n;
+  }
+  fallocate (sum.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+             start, end - start);
+  return true;
+}
+
+/* The hasher, lock held: the spilled ranges the frontier reached,
+ * hashed in order.  A range that cannot be read back is noted as not
+ * read, so it is read again from the server.
+ */
+static void
+drain_locked (void)
+{
+  while (sum.spilled.n > 0 && sum.spilled.r[0].start <= sum.frontier) {
+    struct range g = sum.spilled.r[0];
+    uint64_t from = sum.frontier;
+
+    memmove (&sum.spilled.r[0], &sum.spilled.r[1],
+             (sum.spilled.n - 1) * sizeof sum.spilled.r[0]);
+    sum.spilled.n--;
+    if (g.end <= from)
+      continue;
+    sum.frontier = g.end;
+    pthread_mutex_unlock (&sum.lock);
+    if (!hash_spilled (from, g.end)) {
+      nbdkit_error ("checksum: the spill file could not be read back: %m");
+      pthread_mutex_lock (&sum.lock);
+      sum.state = SUM_LOST;
+      return;
+    }
+    pthread_mutex_lock (&sum.lock);
+  }
+  trim (&sum.read, sum.frontier);
+}
+
+/* Whether every byte of the object has been read. */
+static bool
+all_read_locked (void)
+{
+  return sum.frontier >= (uint64_t) object.size ||
+    (sum.read.n == 1 && sum.read.r[0].start <= sum.frontier &&
+     sum.read.r[0].end >= (uint64_t) object.size);
+}
+
+/* The frontier is at the end: the verdict. */
+static void
+verdict_locked (void)
+{
+  unsigned char got[EVP_MAX_MD_SIZE];
+  char got_hex[2 * EVP_MAX_MD_SIZE + 1], want_hex[sizeof got_hex];
+  unsigned n = 0;
+
+  EVP_DigestFinal_ex (sum.ctx, got, &n);
+  if (n == wanted.len && memcmp (got, wanted.digest, n) == 0) {
+    sum.state = SUM_GOOD;
+    nbdkit_debug ("checksum: the %s of all %" PRIi64 " bytes matches "
+                  "checksum= (%" PRIu64 " bytes read a second time)",
+                  wanted.algo, object.size, sum.reread);
+    return;
+  }
+  sum.state = SUM_BAD;
+  digest_hex (got, n, got_hex);
+  digest_hex (wanted.digest, wanted.len, want_hex);
+  nbdkit_error ("checksum: the %s of the %" PRIi64 " bytes read is %s, "
+                "not %s as checksum= gives: this is not the object "
+                "expected, and every read fails from now on",
+                wanted.algo, object.size, got_hex, want_hex);
+}
+
+/* The hasher, once every byte has been read: what is neither hashed
+ * nor spilled, read again in order.  -1 if a read failed (a later read
+ * tries again).
+ */
+static int
+catch_up_locked (void)
+{
+  for (drain_locked (); sum.state == SUM_RUNNING &&
+         sum.frontier < (uint64_t) object.size; drain_locked ()) {
+    uint64_t pos = sum.frontier;
+    uint64_t next = sum.spilled.n > 0 ? sum.spilled.r[0].start
+      : (uint64_t) object.size;
+    uint32_t n = min64 (next - pos, PIECE);
+    int r;
+
+    pthread_mutex_unlock (&sum.lock);
+    r = prefetch_pread (sum.piece, n, pos);
+    if (r == 0)
+      hash (sum.piece, n);
+    pthread_mutex_lock (&sum.lock);
+    if (r == -1) {
+      nbdkit_error ("checksum: bytes %" PRIu64 "-%" PRIu64 " could not be "
+                    "read again for the digest", pos, pos + n - 1);
+      return -1;
+    }
+    sum.reread += n;
+    sum.frontier = pos + n;
+  }
+  return 0;
+}
+
+/* A read as the hasher: its own bytes [offset, end) in buf if they
+ * reach the frontier (buf NULL: none), what was spilled after them, and
+ * once every byte was read what is left; then the verdict.  -1 as
+ * checksum_read.
+ */
+static int
+hash_on_locked (const char *buf, uint64_t offset, uint64_t end)
+{
+  uint64_t from = sum.frontier;
+  int r = 0;
+
+  sum.hashing = true;
+  if (buf != NULL && offset <= from && end > from) {
+    sum.frontier = end;
+    pthread_mutex_unlock (&sum.lock);
+    hash (buf + (from - offset), end - from);
+    pthread_mutex_lock (&sum.lock);
+  }
+  drain_locked ();
+  if (sum.state == SUM_RUNNING && all_read_locked ())
+    r = catch_up_locked ();
+  if (sum.state == SUM_RUNNING && sum.frontier >= (uint64_t) object.size)
+    verdict_locked ();
+  sum.hashing = false;
+  return sum.state == SUM_BAD ? -1 : r;
+}
+
+/* After a read of [offset, offset+count) into buf succeeded: its
+ * bytes accounted for; -1 (errno EIO) when the object is not the one
+ * expected, or the read that completed it could not finish the digest.
+ */
+int
+checksum_read (const void *buf, uint32_t count, uint64_t offset)
+{
+  uint64_t end = offset + count;
+  int r = 0;
+
+  if (wanted.algo == NULL || count == 0)
+    return 0;
+  pthread_mutex_lock (&sum.lock);
+  if (sum.state == SUM_BAD) {
+    nbdkit_error ("checksum: the object's %s is not checksum='s",
+                  wanted.algo);
+    r = -1;
+  }
+  else if (sum.state == SUM_RUNNING && end > sum.frontier) {
+    if (!note (&sum.read, max64 (offset, sum.frontier), end)) {
+      sum.state = SUM_LOST;
+      nbdkit_debug ("checksum: reads too scattered to follow: the "
+                    "digest will not be checked");
+    }
+    else if (!sum.hashing && offset <= sum.frontier)
+      r = hash_on_locked (buf, offset, end);
+    else
+      spill_locked (buf, offset, count);
+  }
+  /* The read that completed the object, if nobody hashes: what is left
+   * (a catch-up that failed before is tried again).
+   */
+  if (r == 0 && sum.state == SUM_RUNNING && !sum.hashing &&
+      all_read_locked ())
+    r = hash_on_locked (NULL, 0, 0);
+  pthread_mutex_unlock (&sum.lock);
+  if (r == -1)
+    errno = EIO;
+  return r;
+}
+
+/* Once the probe has found the object: the digest starts; an empty
+ * object is whole already, and a mismatch stops nbdkit before it
+ * serves.
+ */
+int
+checksum_ready (void)
+{
+  if (wanted.algo == NULL)
+    return 0;
+  sum.ctx = EVP_MD_CTX_new ();
+  sum.piece = malloc (PIECE);
+  if (sum.ctx == NULL || sum.piece == NULL ||
+      EVP_DigestInit_ex (sum.ctx, EVP_get_digestbyname (wanted.algo),
+                         NULL) != 1) {
+    nbdkit_error ("checksum: %s: could not set up the digest", wanted.algo);
+    return -1;
+  }
+  if (object.size == 0)
+    verdict_locked ();
+  return sum.state == SUM_BAD ? -1 : 0;
+}
+
+void
+checksum_unload (void)
+{
+  if (wanted.algo != NULL && sum.state == SUM_RUNNING && sum.ctx != NULL)
+    nbdkit_debug ("checksum: not checked: %" PRIu64 " of %" PRIi64
+                  " bytes read in order", sum.frontier, object.size);
+  if (sum.fd >= 0)
+    close (sum.fd);
+  sum.fd = -1;
+  EVP_MD_CTX_free (sum.ctx);
+  sum.ctx = NULL;
+  free (sum.piece);
+  sum.piece = NULL;
+}

@@ -1,0 +1,226 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * checksum=ALGO:HEX, the digest the user expects of the object
+ * (checksum.c computes the object's own): its value, and the digests a
+ * server states in the probe's answers, held to it.  A server that
+ * states another digest for the object (RFC 9530's Repr-Digest, RFC
+ * 3230's Digest, S3's x-amz-checksum-*, Google's x-goog-hash,
+ * Content-MD5 of a whole answer) serves another object: refused at
+ * start-up, before any read.
+ */
+
+#include <config.h>
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/evp.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+
+struct checksum_want wanted;
+
+static const char *const algos[] = { "sha256", "sha512", "md5" };
+
+static int
+hex_value (char c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+void
+digest_hex (const unsigned char *d, unsigned n, char *out)
+{
+  unsigned i;
+
+  for (i = 0; i < n; i++)
+    sprintf (out + 2 * i, "%02x", d[i]);
+  out[2 * n] = '\0';
+}
+
+/* config_complete: checksum= parsed into wanted, or -1 with an error
+ * that says what was expected.
+ */
+int
+checksum_config (const char *value)
+{
+  const char *colon = strchr (value, ':'), *hex, *algo;
+  const EVP_MD *md;
+  size_t i, n;
+
+  for (i = 0; colon != NULL && i < sizeof algos / sizeof algos[0]; i++)
+    if (strlen (algos[i]) == (size_t) (colon - value) &&
+        strncasecmp (value, algos[i], colon - value) == 0)
+      break;
+  if (colon == NULL || i == sizeof algos / sizeof algos[0]) {
+    nbdkit_error ("checksum: expected ALGO:HEX with ALGO sha256, sha512 "
+                  "or md5, not '%s'", value);
+    return -1;
+  }
+  algo = algos[i];
+  md = EVP_get_digestbyname (algo);
+  if (md == NULL || EVP_MD_get_size (md) > (int) sizeof wanted.digest) {
+    nbdkit_error ("checksum: this OpenSSL has no %s", algo);
+    return -1;
+  }
+  wanted.len = EVP_MD_get_size (md);
+  hex = colon + 1;
+  n = strlen (hex);
+  if (n != 2 * wanted.len) {
+    nbdkit_error ("checksum: a %s digest is %u hex digits, not %zu",
+                  algo, 2 * wanted.len, n);
+    return -1;
+  }
+  for (i = 0; i < wanted.len; i++) {
+    int hi = hex_value (hex[2 * i]), lo = hex_value (hex[2 * i + 1]);
+
+    if (hi < 0 || lo < 0) {
+      nbdkit_error ("checksum: '%c%c' is not a pair of hex digits",
+                    hex[2 * i], hex[2 * i + 1]);
+      return -1;
+    }
+    wanted.digest[i] = hi << 4 | lo;
+  }
+  wanted.algo = algo;
+  return 0;
+}
+
+/* The name a digest header gives the user's algorithm: RFC 9530's and
+ * RFC 3230's ("sha-256"), the suffix of S3's x-amz-checksum-sha256.
+ */
+static bool
+is_our_algo (const char *name, size_t n)
+{
+  static const struct { const char *algo, *names[2]; } spell[] = {
+    { "sha256", { "sha-256", "sha256" } },
+    { "sha512", { "sha-512", "sha512" } },
+    { "md5", { "md5", "md5" } },
+  };
+  size_t i, k;
+
+  for (i = 0; i < sizeof spell / sizeof spell[0]; i++)
+    for (k = 0; k < 2; k++)
+      if (strcmp (spell[i].algo, wanted.algo) == 0 &&
+          strlen (spell[i].names[k]) == n &&
+          strncasecmp (name, spell[i].names[k], n) == 0)
+        return true;
+  return false;
+}
+
+/* One stated digest, base64 (RFC 9530 puts it between colons), against
+ * checksum='s: -1 (reported) if they differ.  One that cannot be read,
+ * or is not of the object (S3's composite checksums, "...-N"), is left
+ * aside.
+ */
+static int
+compare_stated (const char *header, const char *v, size_t n)
+{
+  unsigned char raw[3 * 128 / 4 + 3];
+  char b64[129], want_hex[2 * sizeof wanted.digest + 1];
+  char got_hex[sizeof want_hex];
+  int len;
+
+  while (n > 0 && (*v == ' ' || *v == ':'))
+    v++, n--;
+  while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == ':'))
+    n--;
+  if (n == 0 || n % 4 != 0 || n >= sizeof b64 || memchr (v, '-', n))
+    return 0;
+  memcpy (b64, v, n);
+  b64[n] = '\0';
+  len = EVP_DecodeBlock (raw, (unsigned char *) b64, n);
+  if (len > 0 && b64[n - 1] == '=')
+    len -= b64[n - 2] == '=' ? 2 : 1;
+  if (len != (int) wanted.len) {
+    nbdkit_debug ("checksum: %s: not a %s digest: left aside", header,
+                  wanted.algo);
+    return 0;
+  }
+  if (memcmp (raw, wanted.digest, wanted.len) == 0) {
+    nbdkit_debug ("checksum: the server's %s agrees", header);
+    return 0;
+  }
+  digest_hex (wanted.digest, wanted.len, want_hex);
+  digest_hex (raw, wanted.len, got_hex);
+  nbdkit_error ("checksum: the server's %s gives the object's %s as %s, "
+                "not %s as checksum= does: not the object expected",
+                header, wanted.algo, got_hex, want_hex);
+  return -1;
+}
+
+/* A header whose value is a list of ALGO=DIGEST (Repr-Digest, Digest,
+ * x-goog-hash): each of ours compared.
+ */
+static int
+compare_list (const char *header, const char *v)
+{
+  while (*v != '\0') {
+    size_t n = strcspn (v, ","), k;
+    const char *eq = memchr (v, '=', n);
+
+    while (n > 0 && *v == ' ')
+      v++, n--;
+    if (eq != NULL) {
+      k = eq - v;
+      while (k > 0 && v[k - 1] == ' ')
+        k--;
+      if (is_our_algo (v, k) &&
+          compare_stated (header, eq + 1, n - (eq + 1 - v)) == -1)
+        return -1;
+    }
+    v += n;
+    if (*v == ',')
+      v++;
+  }
+  return 0;
+}
+
+/* The probe's answers' digest headers ("name:value" lines, see struct
+ * answer) against checksum=: -1 (reported) when one states another
+ * digest for the object.
+ */
+int
+checksum_headers (const char *digests)
+{
+  char line[DIGESTS_SIZE];
+
+  if (wanted.algo == NULL)
+    return 0;
+  while (*digests != '\0') {
+    size_t n = strcspn (digests, "\n");
+    char *colon;
+    int r = 0;
+
+    snprintf (line, sizeof line, "%.*s", (int) n, digests);
+    digests += n + (digests[n] == '\n');
+    colon = strchr (line, ':');
+    if (colon == NULL)
+      continue;
+    *colon++ = '\0';
+    if (strncasecmp (line, "x-amz-checksum-", 15) == 0) {
+      if (is_our_algo (line + 15, strlen (line + 15)))
+        r = compare_stated (line, colon, strlen (colon));
+    }
+    else if (strcasecmp (line, "content-md5") == 0) {
+      if (is_our_algo ("md5", 3))
+        r = compare_stated (line, colon, strlen (colon));
+    }
+    else
+      r = compare_list (line, colon);
+    if (r == -1)
+      return -1;
+  }
+  return 0;
+}
