@@ -164,11 +164,11 @@ hash (const void *data, size_t len)
   EVP_DigestUpdate (sum.ctx, data, len);
 }
 
-/* The hasher: [start, end) of the spill file hashed and freed, without
- * the lock.  False if it could not be read back.
+/* The hasher: [start, end) of the spill file hashed, and [first, end)
+ * freed, without the lock.  False if it could not be read back.
  */
 static bool
-hash_spilled (uint64_t start, uint64_t end)
+hash_spilled (uint64_t first, uint64_t start, uint64_t end)
 {
   uint64_t pos;
 
@@ -181,7 +181,7 @@ hash_spilled (uint64_t start, uint64_t end)
     pos += n;
   }
   fallocate (sum.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-             start, end - start);
+             first, end - first);
   return true;
 }
 
@@ -199,11 +199,14 @@ drain_locked (void)
     memmove (&sum.spilled.r[0], &sum.spilled.r[1],
              (sum.spilled.n - 1) * sizeof sum.spilled.r[0]);
     sum.spilled.n--;
-    if (g.end <= from)
+    if (g.end <= from) {
+      fallocate (sum.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                 g.start, g.end - g.start);
       continue;
+    }
     sum.frontier = g.end;
     pthread_mutex_unlock (&sum.lock);
-    if (!hash_spilled (from, g.end)) {
+    if (!hash_spilled (g.start, from, g.end)) {
       nbdkit_error ("checksum: the spill file could not be read back: %m");
       pthread_mutex_lock (&sum.lock);
       sum.state = SUM_LOST;

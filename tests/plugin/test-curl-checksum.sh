@@ -171,18 +171,39 @@ printf "$(printf '\\%03o' $((old ^ 255)))" |
 touch -r "$tmp/stamp" "$image"
 [ "$(sha256sum <"$image" | cut -d' ' -f1)" != "$sha256" ] ||
   fail "(c) the byte was not changed"
+# The copies each under nbdkit --run: nbdkit 1.32 may abort when a
+# client hangs up with replies queued (fixed in 1.33.10, "server: Don't
+# assert on send if client hangs up early"), as nbdcopy does after a
+# failed read; --run gives the client's status.  The clients run
+# without the sanitizer nbdkit may be preloaded with (qemu-img's
+# coroutines make ASan warn).
+for client in 'nbdcopy "$uri" "$tmp/c.img"' \
+              'qemu-img convert -f raw "$uri" -O raw "$tmp/c.img"'; do
+  st=0
+  timeout "$client_timeout" "${NBDKIT[@]}" -r -U - "$PLUGIN" "$url" \
+          "checksum=sha256:$sha256" \
+          --run "env -u LD_PRELOAD -u ASAN_OPTIONS -u TSAN_OPTIONS $client" \
+          2>"$tmp/c.err" || st=$?
+  [ "$st" -ne 0 ] || fail "(c) ${client%% *} succeeded on a changed object"
+  [ "$st" -ne 124 ] || fail "(c) ${client%% *} hung"
+  grep -q "checksum: the sha256 of the $size bytes read is .*, not $sha256 as" \
+       "$tmp/c.err" ||
+    { cat "$tmp/c.err" >&2; fail "(c) ${client%% *}: no mismatch said"; }
+done
+# One read at a time, in order: the last fails, and so does any after.
 start_nbdkit c -r "$PLUGIN" "$url" "checksum=sha256:$sha256"
-st=0
-timeout "$client_timeout" nbdcopy "$uri" "$tmp/c.img" 2>"$tmp/c.out" || st=$?
-[ "$st" -ne 0 ] || fail "(c) nbdcopy succeeded on a changed object"
-[ "$st" -ne 124 ] || fail "(c) nbdcopy hung"
-st=0
-timeout "$client_timeout" qemu-img convert -f raw "$uri" -O raw \
-        "$tmp/c2.img" 2>"$tmp/c2.out" || st=$?
-[ "$st" -ne 0 ] || fail "(c) qemu-img convert succeeded on a changed object"
-st=0
-nbdsh -u "$uri" -c 'h.pread(4096, 65536)' >"$tmp/c3.out" 2>&1 || st=$?
-[ "$st" -ne 0 ] || fail "(c) a read after the mismatch succeeded"
+nbdsh -u "$uri" -c '
+mib = 1024 * 1024
+for k in range(23):
+    h.pread(mib, k * mib)
+for off in (23 * mib, 0):
+    try:
+        h.pread(mib, off)
+    except nbd.Error:
+        continue
+    raise SystemExit("the read at %d succeeded after the mismatch" % off)
+h.shutdown()
+' >"$tmp/c3.out" 2>&1 || { cat "$tmp/c3.out" >&2; fail "(c) in order"; }
 stop_nbdkit c
 grep -q "checksum: the sha256 of the $size bytes read is .*, not $sha256 as" \
      "$tmp/c.err" || fail "(c) nbdkit did not say the digest differs"
