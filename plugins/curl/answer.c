@@ -104,10 +104,34 @@ note_digest (struct answer *a, const char *name, const char *v,
 {
   size_t used = strlen (a->digests), need = strlen (name) + vlen + 2;
 
-  if (memchr (v, '\n', vlen) != NULL || used + need >= sizeof a->digests)
+  if (memchr (v, '\n', vlen) != NULL || used + need >= sizeof a->digests) {
+    a->digests_cut = true;
     return;
+  }
   snprintf (a->digests + used, sizeof a->digests - used, "%s:%.*s\n",
             name, (int) vlen, v);
+}
+
+/* A header line too long to take in (callbacks.c): a validator or a
+ * digest statement is marked as not usable, or not all kept.
+ */
+void
+answer_long_header (struct answer *a, const char *data, size_t len)
+{
+  const char *colon = memchr (data, ':', len);
+  char name[64];
+  size_t n;
+
+  if (colon == NULL || (n = colon - data) >= sizeof name)
+    return;
+  memcpy (name, data, n);
+  name[n] = '\0';
+  if (strcasecmp (name, "etag") == 0)
+    a->bad_etag = true;
+  else if (strcasecmp (name, "last-modified") == 0)
+    a->bad_last_modified = true;
+  else if (is_digest_header (a, name))
+    a->digests_cut = true;
 }
 
 bool

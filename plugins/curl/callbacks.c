@@ -134,13 +134,10 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
 
   /* Keep a NUL-terminated copy without the line ending.  A longer line
    * is none of the headers this callback looks at, all of which are
-   * short, but a validator that long must not go unnoticed.
+   * short, but a validator or a digest that long must not go unnoticed.
    */
   if (len >= sizeof line) {
-    if (len >= 5 && strncasecmp (data, "etag:", 5) == 0)
-      x->a.bad_etag = true;
-    if (len >= 14 && strncasecmp (data, "last-modified:", 14) == 0)
-      x->a.bad_last_modified = true;
+    answer_long_header (&x->a, data, len);
     return len;
   }
   memcpy (line, data, len);

@@ -56,7 +56,7 @@ struct ranges {
   unsigned n;
 };
 
-enum sum_state { SUM_RUNNING, SUM_GOOD, SUM_BAD, SUM_LOST };
+enum sum_state { SUM_RUNNING, SUM_GOOD, SUM_BAD };
 
 static struct {
   pthread_mutex_t lock;
@@ -68,16 +68,40 @@ static struct {
   struct ranges spilled;        /* ... and in the spill file */
   int fd;                       /* the spill file, -1 before, -2 none */
   uint64_t reread;              /* bytes read a second time */
+  const char *why;              /* SUM_BAD: what later reads say */
   char *piece;                  /* PIECE bytes, for the hasher */
 } sum = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
 
-/* [start, end) added to l, merged with its neighbours; false when l is
- * full.
+/* The two neighbours of l with the smallest gap between them made
+ * one: room for another range.
+ */
+static void
+merge_closest (struct ranges *l)
+{
+  unsigned i, best = 0;
+
+  for (i = 1; i + 1 < l->n; i++)
+    if (l->r[i + 1].start - l->r[i].end <
+        l->r[best + 1].start - l->r[best].end)
+      best = i;
+  l->r[best].end = l->r[best + 1].end;
+  memmove (&l->r[best + 1], &l->r[best + 2],
+           (l->n - best - 2) * sizeof l->r[0]);
+  l->n--;
+}
+
+/* [start, end) added to l, merged with its neighbours.  When l is full:
+ * false, or with over, two neighbours made one first, so that l says
+ * more was read than was (the end comes sooner, and reads again what
+ * was not: see catch_up_locked).
  */
 static bool
-note (struct ranges *l, uint64_t start, uint64_t end)
+note (struct ranges *l, uint64_t start, uint64_t end, bool over)
 {
   unsigned i = 0, j;
+
+  if (over && l->n == MAX_RANGES)
+    merge_closest (l);
 
   while (i < l->n && l->r[i].end < start)
     i++;
@@ -155,7 +179,7 @@ spill_locked (const char *buf, uint64_t offset, uint32_t count)
     nbdkit_debug ("checksum: spill file: %m: read again at the end");
     return;
   }
-  (void) note (&sum.spilled, start, start + len);
+  (void) note (&sum.spilled, start, start + len, false);
 }
 
 static void
@@ -165,9 +189,10 @@ hash (const void *data, size_t len)
 }
 
 /* The hasher: [start, end) of the spill file hashed, and [first, end)
- * freed, without the lock.  False if it could not be read back.
+ * freed, without the lock: how far it got (end, unless the file could
+ * not be read back).
  */
-static bool
+static uint64_t
 hash_spilled (uint64_t first, uint64_t start, uint64_t end)
 {
   uint64_t pos;
@@ -176,25 +201,25 @@ hash_spilled (uint64_t first, uint64_t start, uint64_t end)
     size_t n = min64 (end - pos, PIECE);
 
     if (pread (sum.fd, sum.piece, n, pos) != (ssize_t) n)
-      return false;
+      return pos;
     hash (sum.piece, n);
     pos += n;
   }
   fallocate (sum.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
              first, end - first);
-  return true;
+  return end;
 }
 
 /* The hasher, lock held: the spilled ranges the frontier reached,
- * hashed in order.  A range that cannot be read back is noted as not
- * read, so it is read again from the server.
+ * hashed in order.  If the file cannot be read back, no more is
+ * spilled, and what it held is read again from the server.
  */
 static void
 drain_locked (void)
 {
   while (sum.spilled.n > 0 && sum.spilled.r[0].start <= sum.frontier) {
     struct range g = sum.spilled.r[0];
-    uint64_t from = sum.frontier;
+    uint64_t from = sum.frontier, reached;
 
     memmove (&sum.spilled.r[0], &sum.spilled.r[1],
              (sum.spilled.n - 1) * sizeof sum.spilled.r[0]);
@@ -206,13 +231,16 @@ drain_locked (void)
     }
     sum.frontier = g.end;
     pthread_mutex_unlock (&sum.lock);
-    if (!hash_spilled (g.start, from, g.end)) {
-      nbdkit_error ("checksum: the spill file could not be read back: %m");
-      pthread_mutex_lock (&sum.lock);
-      sum.state = SUM_LOST;
-      return;
-    }
+    reached = hash_spilled (g.start, from, g.end);
     pthread_mutex_lock (&sum.lock);
+    if (reached < g.end) {
+      nbdkit_debug ("checksum: the spill file could not be read back "
+                    "(%m): what it holds is read again instead");
+      sum.frontier = reached;
+      sum.spilled.n = 0;
+      close (sum.fd);
+      sum.fd = -2;
+    }
   }
   trim (&sum.read, sum.frontier);
 }
@@ -243,12 +271,25 @@ verdict_locked (void)
     return;
   }
   sum.state = SUM_BAD;
+  sum.why = "is not checksum='s";
   digest_hex (got, n, got_hex);
   digest_hex (wanted.digest, wanted.len, want_hex);
   nbdkit_error ("checksum: the %s of the %" PRIi64 " bytes read is %s, "
                 "not %s as checksum= gives: this is not the object "
-                "expected, and every read fails from now on",
-                wanted.algo, object.size, got_hex, want_hex);
+                "expected%s", wanted.algo, object.size, got_hex, want_hex,
+                remote_is_serving () ? ", and every read fails from now on"
+                : "");
+}
+
+/* Whether reading bytes again gives those the client got: only when
+ * every read is pinned to one version of the object.
+ */
+static bool
+pinned (void)
+{
+  struct pin p;
+
+  return remote_pin (&p) && remote_pin_found (&p);
 }
 
 /* The hasher, once every byte has been read: what is neither hashed
@@ -266,6 +307,18 @@ catch_up_locked (void)
     uint32_t n = min64 (next - pos, PIECE);
     int r;
 
+    if (!pinned ()) {
+      sum.state = SUM_BAD;
+      sum.why = "cannot be checked";
+      nbdkit_error ("checksum: bytes from %" PRIu64 " on were neither "
+                    "hashed nor kept in the spill file, and reads are not "
+                    "pinned (the server gives no validator, or "
+                    "pin-object=false), so reading them again would prove "
+                    "nothing of what the client got: the %s cannot be "
+                    "checked, and every read fails from now on",
+                    pos, wanted.algo);
+      return -1;
+    }
     pthread_mutex_unlock (&sum.lock);
     r = prefetch_pread (sum.piece, n, pos);
     if (r == 0)
@@ -323,17 +376,12 @@ checksum_read (const void *buf, uint32_t count, uint64_t offset)
     return 0;
   pthread_mutex_lock (&sum.lock);
   if (sum.state == SUM_BAD) {
-    nbdkit_error ("checksum: the object's %s is not checksum='s",
-                  wanted.algo);
+    nbdkit_error ("checksum: the object's %s %s", wanted.algo, sum.why);
     r = -1;
   }
   else if (sum.state == SUM_RUNNING && end > sum.frontier) {
-    if (!note (&sum.read, max64 (offset, sum.frontier), end)) {
-      sum.state = SUM_LOST;
-      nbdkit_debug ("checksum: reads too scattered to follow: the "
-                    "digest will not be checked");
-    }
-    else if (!sum.hashing && offset <= sum.frontier)
+    (void) note (&sum.read, max64 (offset, sum.frontier), end, true);
+    if (!sum.hashing && offset <= sum.frontier)
       r = hash_on_locked (buf, offset, end);
     else
       spill_locked (buf, offset, count);

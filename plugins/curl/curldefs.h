@@ -100,6 +100,7 @@ struct object_info {
    */
   bool etag_on_get, last_modified_on_get;
   char digests[DIGESTS_SIZE];   /* see struct answer */
+  bool digests_cut;
 };
 
 /* The object's first bytes, which the probe asks for along with its
@@ -285,7 +286,7 @@ struct checksum_want {
 };
 extern struct checksum_want wanted;
 extern int checksum_config (const char *value);
-extern int checksum_headers (const char *digests);
+extern int checksum_headers (const char *digests, bool cut);
 extern void digest_hex (const unsigned char *d, unsigned n, char *out);
 /* checksum.c: the object's digest, as reads cover it. */
 extern int checksum_ready (void);

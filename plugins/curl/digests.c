@@ -132,12 +132,20 @@ compare_stated (const char *header, const char *v, size_t n)
   char got_hex[sizeof want_hex];
   int len;
 
-  while (n > 0 && (*v == ' ' || *v == ':'))
+  /* RFC 9530's parameters (";p=1") are not the digest. */
+  if (memchr (v, ';', n) != NULL)
+    n = (const char *) memchr (v, ';', n) - v;
+  while (n > 0 && (*v == ' ' || *v == '\t' || *v == ':'))
     v++, n--;
-  while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == ':'))
+  while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == ':'))
     n--;
-  if (n == 0 || n % 4 != 0 || n >= sizeof b64 || memchr (v, '-', n))
+  if (memchr (v, '-', n) != NULL)
+    return 0;                   /* S3's checksum of parts: not ours */
+  if (n == 0 || n % 4 != 0 || n >= sizeof b64) {
+    nbdkit_debug ("checksum: %s: its %s is not base64: left aside",
+                  header, wanted.algo);
     return 0;
+  }
   memcpy (b64, v, n);
   b64[n] = '\0';
   len = EVP_DecodeBlock (raw, (unsigned char *) b64, n);
@@ -170,11 +178,11 @@ compare_list (const char *header, const char *v)
     size_t n = strcspn (v, ","), k;
     const char *eq = memchr (v, '=', n);
 
-    while (n > 0 && *v == ' ')
+    while (n > 0 && (*v == ' ' || *v == '\t'))
       v++, n--;
     if (eq != NULL) {
       k = eq - v;
-      while (k > 0 && v[k - 1] == ' ')
+      while (k > 0 && (v[k - 1] == ' ' || v[k - 1] == '\t'))
         k--;
       if (is_our_algo (v, k) &&
           compare_stated (header, eq + 1, n - (eq + 1 - v)) == -1)
@@ -188,16 +196,22 @@ compare_list (const char *header, const char *v)
 }
 
 /* The probe's answers' digest headers ("name:value" lines, see struct
- * answer) against checksum=: -1 (reported) when one states another
- * digest for the object.
+ * answer; cut: some did not fit) against checksum=: -1 (reported) when
+ * one states another digest for the object, or some could not be kept.
  */
 int
-checksum_headers (const char *digests)
+checksum_headers (const char *digests, bool cut)
 {
   char line[DIGESTS_SIZE];
 
   if (wanted.algo == NULL)
     return 0;
+  if (cut) {
+    nbdkit_error ("checksum: the server's digest headers are longer than "
+                  "the %d bytes kept: one that states another digest "
+                  "could be among those left out", DIGESTS_SIZE);
+    return -1;
+  }
   while (*digests != '\0') {
     size_t n = strcspn (digests, "\n");
     char *colon;

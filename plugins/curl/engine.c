@@ -273,6 +273,7 @@ copy_info (struct object_info *info, const struct xfer *x)
   strcpy (info->last_modified,
           x->a.bad_last_modified ? "" : x->a.last_modified);
   strcpy (info->digests, x->a.digests);
+  info->digests_cut = x->a.digests_cut;
 }
 
 /* HEAD: the verdict (failures reported, except VERDICT_UNSUPPORTED: the

@@ -224,8 +224,8 @@ probe_on (struct conn *c)
       probe_head (c, &head) == -1)
     return -1;
   if (take_validators (&head, &get) == -1 ||
-      checksum_headers (head.digests) == -1 ||
-      checksum_headers (get.digests) == -1)
+      checksum_headers (head.digests, head.digests_cut) == -1 ||
+      checksum_headers (get.digests, get.digests_cut) == -1)
     return -1;
   object.size = get.size;
   nbdkit_debug ("%s: %" PRIi64 " bytes, ETag %s, Last-Modified %s",

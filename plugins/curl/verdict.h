@@ -66,7 +66,7 @@ struct asked {
 #define LAST_MODIFIED_SIZE 64
 
 /* Room for the digest headers of one answer (struct answer). */
-#define DIGESTS_SIZE 1024
+#define DIGESTS_SIZE 4096
 
 struct answer {
   long status;                  /* 0 before a status line, and file:// */
@@ -90,6 +90,7 @@ struct answer {
    * (checksum.c reads them); a line that does not fit is left out.
    */
   char digests[DIGESTS_SIZE];
+  bool digests_cut;             /* one did not fit */
 
   /* The body. */
   uint64_t body_len;            /* bytes received, ignored ones too */
@@ -108,6 +109,8 @@ struct answer {
 extern void answer_reset (struct answer *a);
 extern bool answer_header (struct answer *a, const char *name,
                            const char *v, size_t vlen);
+extern void answer_long_header (struct answer *a, const char *data,
+                                size_t len);
 
 enum verdict {
   VERDICT_OK,                   /* the bytes asked for (so far) */

@@ -23,6 +23,10 @@
 #      problem; a writable connection refused (checksum= needs -r).
 #  (g) nbdcopy splits an image among its workers in regions of 128 MiB
 #      and reads them at once: 320 MiB (sparse) read nothing twice.
+#  (i) No spill file and reads not pinned: the read that completes the
+#      object fails, for what was read out of order cannot be proved.
+#  (j) Reads scattered into more ranges than the plugin notes: the
+#      digest is still checked.
 #  (h) The server states the object's digest (nginx adds the header
 #      the URL's query asks for): Repr-Digest, Digest or
 #      x-amz-checksum-sha256 that agree, or are of another algorithm, or
@@ -145,12 +149,69 @@ r=sha-512=:$other: not checked: 0 of
 a=$bad-3 not checked: 0 of
 EOF
 for q in "r=sha-256=:$bad:" "g=sha-256=$bad" "a=$bad" \
-         "r=sha-512=:$other:,sha-256=:$bad:"; do
+         "r=sha-512=:$other:,sha-256=:$bad:" "r=sha-256=:$bad:;p=1"; do
   expect_nbdkit_fails hb -r "$PLUGIN" "${url%/*}/d/disk.img?$q" \
                       "checksum=sha256:$sha256"
   grep -qi "checksum: the server's .* gives the object's sha256 as" \
        "$tmp/hb.err" ||
     { cat "$tmp/hb.err" >&2; fail "(h) $q: not refused for its digest"; }
+done
+# Digest headers longer than the plugin keeps: a wrong one could be
+# among those left out.
+filler=$(head -c 3100 /dev/zero | base64 -w0)
+expect_nbdkit_fails hc -r "$PLUGIN" \
+                    "${url%/*}/d/disk.img?g=unixsum=$filler" \
+                    "checksum=sha256:$sha256"
+grep -q "checksum: the server's digest headers are longer than" \
+     "$tmp/hc.err" ||
+  { cat "$tmp/hc.err" >&2; fail "(h) long digest headers not refused"; }
+
+# (i) No spill file and reads not pinned (pin-object=false): bytes read
+# out of order cannot be read again as proof of what the client got, so
+# the read that completes the object fails, and so does the next.
+TMPDIR=$tmp/no-such-dir start_nbdkit i -r "$PLUGIN" "$url" pin-object=false \
+                                     "checksum=sha256:$sha256"
+st=0
+backwards >"$tmp/i.out" 2>&1 || st=$?
+stop_nbdkit i
+[ "$st" -eq 3 ] ||
+  { cat "$tmp/i.out" >&2; fail "(i) not the read at 0 failed ($st)"; }
+grep -q "checksum: bytes from 1048576 on were neither hashed nor kept" \
+     "$tmp/i.err" || fail "(i) nbdkit did not say why"
+
+# (j) Reads scattered into more ranges than the plugin notes (4,096):
+# every other 512-byte block of the first 5 MiB, then the rest.  The
+# digest goes on (with a wrong checksum, some read fails; with the right
+# one, none does, and nbdkit says it matches).
+scattered ()
+{
+  nbdsh -u "$uri" -c '
+blk, mib, bad = 512, 1024 * 1024, 0
+offs = [k * blk for k in range(1, 5 * mib // blk, 2)] + \
+       [k * blk for k in range(0, 5 * mib // blk, 2)] + \
+       [k * mib for k in range(5, 24)]
+for off in offs:
+    try:
+        h.pread(mib if off >= 5 * mib else blk, off)
+    except nbd.Error:
+        bad += 1
+print("%d reads failed" % bad)
+raise SystemExit(1 if bad else 0)
+'
+}
+for sum in "$wrong" "$sha256"; do
+  start_nbdkit j -r -v "$PLUGIN" "$url" "checksum=sha256:$sum"
+  st=0
+  scattered >"$tmp/j.out" 2>&1 || st=$?
+  stop_nbdkit j
+  if [ "$sum" = "$wrong" ]; then
+    [ "$st" -eq 1 ] ||
+      { cat "$tmp/j.out" >&2; fail "(j) no read failed, wrong checksum"; }
+  else
+    [ "$st" -eq 0 ] || { cat "$tmp/j.out" >&2; fail "(j) a read failed"; }
+    grep -q "checksum: the sha256 of all $size bytes matches" "$tmp/j.err" ||
+      fail "(j) nbdkit did not say the sha256 matches"
+  fi
 done
 
 # (e)
