@@ -120,9 +120,9 @@ answer_long_header (struct answer *a, const char *data, size_t len)
 {
   const char *colon = memchr (data, ':', len);
   char name[64];
-  size_t n;
+  size_t n = colon != NULL ? (size_t) (colon - data) : sizeof name;
 
-  if (colon == NULL || (n = colon - data) >= sizeof name)
+  if (n >= sizeof name)
     return;
   memcpy (name, data, n);
   name[n] = '\0';
