@@ -116,8 +116,10 @@ curl_open (int readonly)
     nbdkit_error ("calloc: %m");
     return NULL;
   }
-  /* The digest is of the object as it was: writes would change it. */
-  if (!readonly && wanted.algo != NULL) {
+  /* The digest is of the object as it was: writes would change it
+   * (file: URLs and S3 take none, see curl_can_write).
+   */
+  if (!readonly && !cfg.is_file && !cfg.aws_sigv4 && wanted.algo != NULL) {
     nbdkit_error ("checksum= needs a read-only export (nbdkit -r): "
                   "writes would change the object it checks");
     free (h);

@@ -13,7 +13,8 @@
 # tls13-ciphers, header, user, password, cookie, cookiefile, user-agent,
 # aws-sigv4, followlocation, location-trusted, insecure-redirect,
 # pin-object (not used for file:, remote.c), readahead, readahead-size
-# (no read-ahead for file:, prefetch.c), http-version where libcurl
+# (no read-ahead for file:, prefetch.c), checksum (the file's own: the
+# copy reads it in order), http-version where libcurl
 # has that version.  cookiejar is written at exit (libcurl's header, no
 # cookies).  The scripts of header-script= and cookie-script= run at
 # start-up even for file: (script_init does not look at the scheme).
@@ -117,6 +118,7 @@ ok pin-object pin-object=false
 ok readahead readahead=false
 ok readahead-size readahead-size=4M
 ok readahead-size-0 readahead-size=0
+ok checksum "checksum=sha256:$(sha256sum <"$tmp/disk.img" | cut -d' ' -f1)"
 ok sslverify sslverify=false
 ok cainfo "cainfo=$tmp/cert.pem"
 ok capath "capath=$tmp/capath"
