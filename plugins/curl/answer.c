@@ -79,10 +79,6 @@ is_entity_tag (const char *v, size_t len)
   return true;
 }
 
-/* One header line of the answer, NAME: V (V is VLEN bytes, NUL
- * terminated, and may hold a NUL).  False for a malformed
- * Content-Range, which is ignored.
- */
 /* Headers that give the object's digest (checksum.c): RFC 9530's
  * Repr-Digest, RFC 3230's Digest, S3's x-amz-checksum-*, Google's
  * x-goog-hash, and Content-MD5, which is the digest of the body, so of
@@ -134,6 +130,10 @@ answer_long_header (struct answer *a, const char *data, size_t len)
     a->digests_cut = true;
 }
 
+/* One header line of the answer, NAME: V (V is VLEN bytes, NUL
+ * terminated, and may hold a NUL).  False for a malformed
+ * Content-Range, which is ignored.
+ */
 bool
 answer_header (struct answer *a, const char *name, const char *v,
                size_t vlen)
