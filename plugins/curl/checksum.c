@@ -237,6 +237,7 @@ drain_locked (void)
       nbdkit_debug ("checksum: the spill file could not be read back "
                     "(%m): what it holds is read again instead");
       sum.frontier = reached;
+      (void) note (&sum.read, reached, g.end, true);
       sum.spilled.n = 0;
       close (sum.fd);
       sum.fd = -2;
