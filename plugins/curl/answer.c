@@ -79,6 +79,21 @@ is_entity_tag (const char *v, size_t len)
   return true;
 }
 
+/* Retry-After: seconds (RFC 9110 10.2.3: digits only, so not "1e9" as
+ * 1); an HTTP-date, or a number too large to read, is left to the
+ * backoff.
+ */
+static void
+note_retry_after (struct answer *a, const char *v)
+{
+  const char *end = v;
+  int64_t secs = parse_number (v, &end);
+
+  if (secs >= 0 && *end == '\0')
+    a->retry_after_ms = secs > MAX_RETRY_DELAY_MS / 1000
+      ? MAX_RETRY_DELAY_MS : (unsigned) secs * 1000;
+}
+
 /* Headers that give the object's digest (checksum.c): RFC 9530's
  * Repr-Digest, RFC 3230's Digest, S3's x-amz-checksum-*, Google's
  * x-goog-hash, and Content-MD5, which is the digest of the body, so of
@@ -87,6 +102,22 @@ is_entity_tag (const char *v, size_t len)
 static bool
 is_digest_header (const struct answer *a, const char *name)
 {
+  size_t n = strlen (name);
+
+  /* "Repr-Digest :" is not a header (RFC 9112 5.1), but a server that
+   * sends it may mean one: not kept, so not all are.
+   */
+  if (n > 0 && (name[n - 1] == ' ' || name[n - 1] == '\t')) {
+    char trimmed[64];
+
+    while (n > 0 && (name[n - 1] == ' ' || name[n - 1] == '\t'))
+      n--;
+    if (n == 0 || n >= sizeof trimmed)
+      return false;
+    memcpy (trimmed, name, n);
+    trimmed[n] = '\0';
+    return is_digest_header (a, trimmed);
+  }
   return strcasecmp (name, "repr-digest") == 0 ||
     strcasecmp (name, "digest") == 0 ||
     strncasecmp (name, "x-amz-checksum-", 15) == 0 ||
@@ -99,13 +130,28 @@ note_digest (struct answer *a, const char *name, const char *v,
              size_t vlen)
 {
   size_t used = strlen (a->digests), need = strlen (name) + vlen + 2;
+  size_t n = strlen (name);
 
+  if (n > 0 && (name[n - 1] == ' ' || name[n - 1] == '\t')) {
+    a->digests_cut = true;
+    return;
+  }
   if (memchr (v, '\n', vlen) != NULL || used + need >= sizeof a->digests) {
     a->digests_cut = true;
     return;
   }
   snprintf (a->digests + used, sizeof a->digests - used, "%s:%.*s\n",
             name, (int) vlen, v);
+}
+
+/* A folded line (callbacks.c) after a digest header: its digests are
+ * not all kept.
+ */
+void
+answer_folded (struct answer *a)
+{
+  if (a->last_was_digest)
+    a->digests_cut = true;
 }
 
 /* A header line too long to take in (callbacks.c): a validator or a
@@ -138,6 +184,7 @@ bool
 answer_header (struct answer *a, const char *name, const char *v,
                size_t vlen)
 {
+  a->last_was_digest = is_digest_header (a, name);
   /* Which of two different Content-Range or Content-Length headers is
    * meant cannot be known (RFC 9112 6.3 makes the second case an error),
    * so neither is used.  The same value twice is harmless.
@@ -175,24 +222,15 @@ answer_header (struct answer *a, const char *name, const char *v,
     if (!parse_multipart_type (v, a->boundary, sizeof a->boundary))
       a->boundary[0] = '\0';
   }
-  else if (strcasecmp (name, "retry-after") == 0) {
-    /* Seconds (RFC 9110 10.2.3: digits only, so not "1e9" as 1); an
-     * HTTP-date, or a number too large to read, is left to the backoff.
-     */
-    const char *end = v;
-    int64_t secs = parse_number (v, &end);
-
-    if (secs >= 0 && *end == '\0')
-      a->retry_after_ms = secs > MAX_RETRY_DELAY_MS / 1000
-        ? MAX_RETRY_DELAY_MS : (unsigned) secs * 1000;
-  }
+  else if (strcasecmp (name, "retry-after") == 0)
+    note_retry_after (a, v);
   else if (strcasecmp (name, "etag") == 0) {
     if (is_entity_tag (v, vlen))
       copy_validator (&a->bad_etag, a->etag, sizeof a->etag, v, vlen);
     else
       a->bad_etag = true;
   }
-  else if (is_digest_header (a, name))
+  else if (a->last_was_digest)
     note_digest (a, name, v, vlen);
   else if (strcasecmp (name, "last-modified") == 0)
     copy_validator (&a->bad_last_modified, a->last_modified,

@@ -156,6 +156,11 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     return len == 0 ? 0 : size * nmemb;
   }
 
+  /* An obsolete folded line continues the header before it. */
+  if (line[0] == ' ' || line[0] == '\t') {
+    answer_folded (&x->a);
+    return size * nmemb;
+  }
   v = strchr (line, ':');
   if (v == NULL)
     return size * nmemb;

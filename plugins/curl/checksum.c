@@ -200,8 +200,13 @@ hash_spilled (uint64_t first, uint64_t start, uint64_t end)
   for (pos = start; pos < end;) {
     size_t n = min64 (end - pos, PIECE);
 
-    if (pread (sum.fd, sum.piece, n, pos) != (ssize_t) n)
+    ssize_t r = pread (sum.fd, sum.piece, n, pos);
+
+    if (r != (ssize_t) n) {
+      if (r >= 0)
+        errno = EIO;            /* short: the file lost bytes */
       return pos;
+    }
     hash (sum.piece, n);
     pos += n;
   }

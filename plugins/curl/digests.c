@@ -119,10 +119,10 @@ is_our_algo (const char *name, size_t n)
   return false;
 }
 
-/* One stated digest, base64 (RFC 9530 puts it between colons), against
- * checksum='s: -1 (reported) if they differ.  One that cannot be read,
- * or is not of the object (S3's composite checksums, "...-N"), is left
- * aside.
+/* One stated digest, base64 (RFC 9530 puts it between colons; the URL
+ * alphabet and missing padding are taken too), against checksum='s: -1
+ * (reported) if they differ.  One that cannot be read, or is not of the
+ * object (S3's composite checksums, "...-N"), is left aside.
  */
 static int
 compare_stated (const char *header, const char *v, size_t n)
@@ -131,6 +131,7 @@ compare_stated (const char *header, const char *v, size_t n)
   char b64[129], want_hex[2 * sizeof wanted.digest + 1];
   char got_hex[sizeof want_hex];
   int len;
+  size_t i;
 
   /* RFC 9530's parameters (";p=1") are not the digest. */
   if (memchr (v, ';', n) != NULL)
@@ -139,14 +140,17 @@ compare_stated (const char *header, const char *v, size_t n)
     v++, n--;
   while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == ':'))
     n--;
-  if (memchr (v, '-', n) != NULL)
+  if (strncasecmp (header, "x-amz-", 6) == 0 && memchr (v, '-', n) != NULL)
     return 0;                   /* S3's checksum of parts: not ours */
-  if (n == 0 || n % 4 != 0 || n >= sizeof b64) {
+  if (n == 0 || n + 3 >= sizeof b64) {
     nbdkit_debug ("checksum: %s: its %s is not base64: left aside",
                   header, wanted.algo);
     return 0;
   }
-  memcpy (b64, v, n);
+  for (i = 0; i < n; i++)
+    b64[i] = v[i] == '-' ? '+' : v[i] == '_' ? '/' : v[i];
+  while (n % 4 != 0)
+    b64[n++] = '=';
   b64[n] = '\0';
   len = EVP_DecodeBlock (raw, (unsigned char *) b64, n);
   if (len > 0 && b64[n - 1] == '=')
@@ -207,9 +211,10 @@ checksum_headers (const char *digests, bool cut)
   if (wanted.algo == NULL)
     return 0;
   if (cut) {
-    nbdkit_error ("checksum: the server's digest headers are longer than "
-                  "the %d bytes kept: one that states another digest "
-                  "could be among those left out", DIGESTS_SIZE);
+    nbdkit_error ("checksum: some of the server's digest headers could "
+                  "not be read (over %d bytes in all, a line over 1 KiB, "
+                  "a folded line, or a space before the colon): one that "
+                  "states another digest could be among them", DIGESTS_SIZE);
     return -1;
   }
   while (*digests != '\0') {

@@ -91,6 +91,7 @@ struct answer {
    */
   char digests[DIGESTS_SIZE];
   bool digests_cut;             /* one did not fit */
+  bool last_was_digest;         /* for a folded line after it */
 
   /* The body. */
   uint64_t body_len;            /* bytes received, ignored ones too */
@@ -111,6 +112,7 @@ extern bool answer_header (struct answer *a, const char *name,
                            const char *v, size_t vlen);
 extern void answer_long_header (struct answer *a, const char *data,
                                 size_t len);
+extern void answer_folded (struct answer *a);
 
 enum verdict {
   VERDICT_OK,                   /* the bytes asked for (so far) */

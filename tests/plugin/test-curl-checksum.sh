@@ -148,8 +148,10 @@ a=$good the server's x-amz-checksum-sha256 agrees
 r=sha-512=:$other: not checked: 0 of
 a=$bad-3 not checked: 0 of
 EOF
+badurl=$(printf '%s' "$bad" | tr '+/' '-_' | tr -d =)
 for q in "r=sha-256=:$bad:" "g=sha-256=$bad" "a=$bad" \
-         "r=sha-512=:$other:,sha-256=:$bad:" "r=sha-256=:$bad:;p=1"; do
+         "r=sha-512=:$other:,sha-256=:$bad:" "r=sha-256=:$bad:;p=1" \
+         "r=sha-256=:$badurl:"; do
   expect_nbdkit_fails hb -r "$PLUGIN" "${url%/*}/d/disk.img?$q" \
                       "checksum=sha256:$sha256"
   grep -qi "checksum: the server's .* gives the object's sha256 as" \
@@ -162,7 +164,7 @@ filler=$(head -c 3100 /dev/zero | base64 -w0)
 expect_nbdkit_fails hc -r "$PLUGIN" \
                     "${url%/*}/d/disk.img?g=unixsum=$filler" \
                     "checksum=sha256:$sha256"
-grep -q "checksum: the server's digest headers are longer than" \
+grep -q "checksum: some of the server's digest headers could not be read" \
      "$tmp/hc.err" ||
   { cat "$tmp/hc.err" >&2; fail "(h) long digest headers not refused"; }
 
