@@ -103,7 +103,7 @@ libcurl_has_protocol (const char *name, size_t len)
   const char *const *p;
 
   for (p = v->protocols; *p != NULL; p++)
-    if (strlen (*p) == len && strncasecmp (*p, name, len) == 0)
+    if (is_word (*p, name, len))
       return true;
   return false;
 }
@@ -142,7 +142,7 @@ config_allows_scheme (const char *scheme)
 
   for (p = cfg.protocols; *p != '\0'; p += len + (p[len] == ',')) {
     len = strcspn (p, ",");
-    if (strlen (scheme) == len && strncasecmp (p, scheme, len) == 0)
+    if (is_word (scheme, p, len))
       return true;
   }
   return false;

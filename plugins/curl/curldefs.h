@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 #include <pthread.h>
 
 #include <curl/curl.h>
@@ -30,6 +32,13 @@ static inline uint64_t
 max64 (uint64_t a, uint64_t b)
 {
   return a > b ? a : b;
+}
+
+/* Whether the n bytes at s are word, ignoring case. */
+static inline bool
+is_word (const char *word, const char *s, size_t n)
+{
+  return strlen (word) == n && strncasecmp (word, s, n) == 0;
 }
 
 /* Scope-based cleanup. */

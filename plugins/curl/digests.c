@@ -61,8 +61,7 @@ checksum_config (const char *value)
   size_t i, n;
 
   for (i = 0; colon != NULL && i < sizeof algos / sizeof algos[0]; i++)
-    if (strlen (algos[i]) == (size_t) (colon - value) &&
-        strncasecmp (value, algos[i], colon - value) == 0)
+    if (is_word (algos[i], value, colon - value))
       break;
   if (colon == NULL || i == sizeof algos / sizeof algos[0]) {
     nbdkit_error ("checksum: expected ALGO:HEX with ALGO sha256, sha512 "
@@ -113,8 +112,7 @@ is_our_algo (const char *name, size_t n)
   for (i = 0; i < sizeof spell / sizeof spell[0]; i++)
     for (k = 0; k < 2; k++)
       if (strcmp (spell[i].algo, wanted.algo) == 0 &&
-          strlen (spell[i].names[k]) == n &&
-          strncasecmp (name, spell[i].names[k], n) == 0)
+          is_word (spell[i].names[k], name, n))
         return true;
   return false;
 }

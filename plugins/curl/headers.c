@@ -34,7 +34,7 @@ plugin_header (const char *name, size_t len)
   size_t i;
 
   for (i = 0; i < sizeof own / sizeof own[0]; i++)
-    if (strlen (own[i]) == len && strncasecmp (own[i], name, len) == 0)
+    if (is_word (own[i], name, len))
       return true;
   return false;
 }

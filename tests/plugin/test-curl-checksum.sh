@@ -102,15 +102,25 @@ for d in spill none; do
     fail "(d) $d: not a match with $again bytes read again:" \
          "$(grep 'checksum:' "$tmp/d_$d.err")"
 done
+# backwards_fails NAME PATTERN NBDKIT-ARGS...: the backward reads
+# through nbdkit NAME fail at the read at 0, the one that completes the
+# object, and nbdkit's log has PATTERN.
+backwards_fails ()
+{
+  local name=$1 pattern=$2 st=0
+  shift 2
+  start_nbdkit "$name" "$@"
+  backwards >"$tmp/$name.out" 2>&1 || st=$?
+  stop_nbdkit "$name"
+  [ "$st" -eq 3 ] ||
+    { cat "$tmp/$name.out" >&2; fail "($name) not the read at 0 failed ($st)"; }
+  grep -q "$pattern" "$tmp/$name.err" ||
+    fail "($name) nbdkit did not say: $pattern"
+}
 wrong=$(printf '%s' "$sha256" | tr 0-9a-f 1-9a-f0)
-start_nbdkit d2 -r -v "$PLUGIN" "$url" "checksum=sha256:$wrong"
-st=0
-backwards >"$tmp/d2.out" 2>&1 || st=$?
-stop_nbdkit d2
-[ "$st" -eq 3 ] ||
-  { cat "$tmp/d2.out" >&2; fail "(d) not the read at 0 failed ($st)"; }
-grep -q "checksum: the sha256 of the $size bytes read is $sha256, not" \
-     "$tmp/d2.err" || fail "(d) nbdkit did not say the digest differs"
+backwards_fails d2 \
+  "checksum: the sha256 of the $size bytes read is $sha256, not" \
+  -r -v "$PLUGIN" "$url" "checksum=sha256:$wrong"
 
 # (g) nbdcopy splits an image among its workers in regions of 128 MiB
 # and reads them at once (two on two cores): the regions after the first
@@ -171,15 +181,9 @@ grep -q "checksum: some of the server's digest headers could not be read" \
 # (i) No spill file and reads not pinned (pin-object=false): bytes read
 # out of order cannot be read again as proof of what the client got, so
 # the read that completes the object fails, and so does the next.
-TMPDIR=$tmp/no-such-dir start_nbdkit i -r "$PLUGIN" "$url" pin-object=false \
-                                     "checksum=sha256:$sha256"
-st=0
-backwards >"$tmp/i.out" 2>&1 || st=$?
-stop_nbdkit i
-[ "$st" -eq 3 ] ||
-  { cat "$tmp/i.out" >&2; fail "(i) not the read at 0 failed ($st)"; }
-grep -q "checksum: bytes from 1048576 on were neither hashed nor kept" \
-     "$tmp/i.err" || fail "(i) nbdkit did not say why"
+TMPDIR=$tmp/no-such-dir backwards_fails i \
+  "checksum: bytes from 1048576 on were neither hashed nor kept" \
+  -r "$PLUGIN" "$url" pin-object=false "checksum=sha256:$sha256"
 
 # (j) Reads scattered into more ranges than the plugin notes (4,096):
 # every other 512-byte block of the first 5 MiB, then the rest.  The
