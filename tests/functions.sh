@@ -1101,7 +1101,8 @@ fault_export ()
 #   SCHEME PORT METHOD URI STATUS cookie="..." auth="..." token="..."
 #     script="..."
 # (the Cookie, Authorization, X-Token and X-Script headers, "" when
-# absent).  In EXTRA, DIR is replaced by $tmp/nginx-NAME, TLSPORT by its
+# absent), and $tmp/nginx-NAME/access.log as start_nginx's (CONNECTION
+# METHOD RANGE STATUS BYTES URI).  In EXTRA, DIR is replaced by $tmp/nginx-NAME, TLSPORT by its
 # HTTPS port and PORT by its HTTP port.  NAME is a shell identifier.
 #   start_nginx_named NAME ['EXTRA SERVER DIRECTIVES']
 # e.g. start_nginx_named a 'location = /a/x { return 302 /x; }'
@@ -1182,6 +1183,10 @@ http {
                      'auth="\$http_authorization" token="\$http_x_token" '
                      'script="\$http_x_script"';
   access_log $_nginx_log secrets;
+  # As start_nginx's access.log: CONNECTION METHOD RANGE STATUS BYTES URI
+  log_format ranges '\$connection \$request_method \$http_range \$status '
+                    '\$body_bytes_sent \$request_uri';
+  access_log $dir/access.log ranges;
   client_body_temp_path $dir/tmp; proxy_temp_path $dir/tmp;
   fastcgi_temp_path $dir/tmp; uwsgi_temp_path $dir/tmp;
   scgi_temp_path $dir/tmp;

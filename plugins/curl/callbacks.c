@@ -205,11 +205,14 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     multipart_feed (&x->a.mp, data, len);     /* refusals: a.mp.refused */
   if (!callbacks_judge (x))
     return 0;
+  if (x->src != NULL)
+    sources_got (x->src, len);
   if (x->sink != NULL) {
-    if (!x->sink (x->sink_data, pos, data, len)) {
+    if (!x->sink (x->sink_data, x->sink_base + pos, data, len)) {
       x->a.stopped = x->sink_stopped = true;
       return 0;
     }
+    x->sink_done = x->sink_base + pos + len;
     return len;
   }
   if (x->q.nranges == 1)
@@ -251,10 +254,17 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
     if (x->sink != NULL && !x->sink (x->sink_data, 0, NULL, 0))
       x->sink_stopped = true;
     if (remote_stopping () || x->sink_stopped ||
-        __atomic_load_n (&x->client_gone, __ATOMIC_RELAXED)) {
+        __atomic_load_n (&x->client_gone, __ATOMIC_RELAXED) ||
+        (x->src != NULL && sources_stopping ())) {
       x->a.stopped = true;
       return 1;
     }
+  }
+  /* Much slower than its source's answers: asked of another (engine.c). */
+  if (x->hedge_at != 0 && !x->hedged &&
+      sources_hedge_due (x->src, x->hedge_at)) {
+    x->hedged = x->a.stopped = true;
+    return 1;
   }
   if ((x->ignoring_since.tv_sec == 0 && x->ignoring_since.tv_nsec == 0) ||
       !x->a.headers_done || !body_ignored (x))

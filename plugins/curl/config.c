@@ -42,7 +42,7 @@ typedef bool kind_flag;
 typedef unsigned kind_number, kind_timeout, kind_delay;
 typedef uint64_t kind_bytes;
 typedef char *kind_secret;
-typedef struct curl_slist *kind_header, *kind_resolve;
+typedef struct curl_slist *kind_header, *kind_resolve, *kind_mirror;
 typedef long kind_http, kind_ssl, kind_ip;
 
 #define TYPE_CHECK(key, kind, type, field, dflt, lo, hi, origin, help) \
@@ -261,7 +261,8 @@ config_unload (void)
       *(char **) field = NULL;
     }
     else if (params[i].parse == value_header ||
-             params[i].parse == value_resolve) {
+             params[i].parse == value_resolve ||
+             params[i].parse == value_mirror) {
       curl_slist_free_all (*(struct curl_slist **) field);
       *(struct curl_slist **) field = NULL;
     }

@@ -74,6 +74,7 @@ curl_load (void)
 static void
 curl_unload (void)
 {
+  mirrors_unload ();
   prefetch_unload ();
   checksum_unload ();
   pool_unload ();
@@ -82,6 +83,15 @@ curl_unload (void)
   script_unload ();
   config_unload ();
   curl_global_cleanup ();
+}
+
+/* The parameters checked (config.c), then the sources they name. */
+static int
+curl_config_complete (void)
+{
+  if (config_complete () == -1)
+    return -1;
+  return mirrors_config ();
 }
 
 static int
@@ -104,7 +114,7 @@ curl_after_fork (void)
     return -1;
   pool_start ();
   prefetch_after_fork ();
-  return 0;
+  return mirrors_start ();
 }
 
 static void *
@@ -122,6 +132,13 @@ curl_open (int readonly)
   if (!readonly && !cfg.is_file && !cfg.aws_sigv4 && wanted.algo != NULL) {
     nbdkit_error ("checksum= needs a read-only export (nbdkit -r): "
                   "writes would change the object it checks");
+    free (h);
+    return NULL;
+  }
+  /* Nor do mirrors see what is written at url=. */
+  if (!readonly && !cfg.aws_sigv4 && sources_many ()) {
+    nbdkit_error ("mirror= needs a read-only export (nbdkit -r): the "
+                  "mirrors would not have what is written to url=");
     free (h);
     return NULL;
   }
@@ -265,7 +282,7 @@ static struct nbdkit_plugin plugin = {
   .load = curl_load,
   .unload = curl_unload,
   .config = config_set,
-  .config_complete = config_complete,
+  .config_complete = curl_config_complete,
   .config_help = CONFIG_HELP,
   .dump_plugin = curl_dump_plugin,
   .magic_config_key = "url",

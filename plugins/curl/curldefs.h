@@ -21,6 +21,7 @@
  * tests/unit/test-verdict.c can use it alone).
  */
 #include "verdict.h"
+#include "redirect.h"
 
 static inline uint64_t
 min64 (uint64_t a, uint64_t b)
@@ -119,6 +120,66 @@ struct object_info {
  */
 #define FIRST_BYTES 8192
 
+/* sources.c: where reads go when mirror= names more sources than url=:
+ * each source's state, its pin and how fast it answers.  Source 0 is
+ * url= (its pin is remote.c's); with it alone reads name no source and
+ * go as they always did.
+ */
+#define MAX_SOURCES 9           /* url= and 8 mirrors */
+enum source_state {
+  SOURCE_PROBING,               /* not proven the same object yet */
+  SOURCE_UP,
+  SOURCE_DOWN,                  /* failed: asked again at down_until */
+  SOURCE_REFUSED,               /* not the object: never used */
+};
+struct source {
+  unsigned id;                  /* 0: url=, then mirror= in order */
+  const char *url;              /* mirror=; NULL for url= (route.c) */
+  char *shown;                  /* the URL for messages: no secrets */
+  struct origin origin, home;   /* its own, and url='s (or none) */
+  bool trusted;                 /* the same origin as url=: secrets */
+  /* Set by mirrors.c before the source is first up, then read-only. */
+  struct object_info info;
+  struct pin pin;
+  bool pinned;
+  bool proven;                  /* the same object as url= */
+  char pin_header[ETAG_SIZE + 32];
+  /* sources.c's, under its lock (recv: atomic). */
+  enum source_state state;
+  int64_t down_until, down_ns;  /* when to ask again, how long after */
+  unsigned running;             /* requests out */
+  uint64_t outstanding;         /* bytes asked and not yet come */
+  uint64_t recv, recv_sampled;  /* body bytes come (atomic) */
+  int64_t busy_start, busy_total, busy_sampled;  /* ns with requests out */
+  double rate;                  /* bytes/ns when busy; 0: unknown */
+  int64_t lat_ns;               /* to the first byte, recent */
+  uint64_t requests, failures, hedges;
+};
+extern unsigned nsources;
+extern struct source sources[MAX_SOURCES];
+extern bool sources_many (void);
+extern struct source *sources_pick (uint64_t bytes,
+                                    const struct source *avoid,
+                                    int64_t *hedge_at);
+extern void sources_got (struct source *s, size_t n);
+extern void sources_end (struct source *s, uint64_t asked, uint64_t got,
+                         int64_t first_byte_ns);
+extern bool sources_fail (struct source *s, const char *why, bool hedged);
+extern bool sources_hedge_due (const struct source *s, int64_t hedge_at);
+extern void sources_set (struct source *s, enum source_state state,
+                         const char *why);
+extern struct source *sources_due (int64_t *wait_ns);
+extern void sources_print (void);
+extern void sources_stop (void);
+extern bool sources_stopping (void);
+
+/* mirrors.c: mirror= checked, each mirror proven the same object (and
+ * asked again after it failed) in a thread of its own.
+ */
+extern int mirrors_config (void);
+extern int mirrors_start (void);
+extern void mirrors_unload (void);
+
 /* remote.c: what is known about the object (probe.c fills it in and
  * calls remote_serving): pin, multi-range answers, serving yet.
  */
@@ -129,6 +190,8 @@ extern bool remote_stopping (void);
 extern void remote_unpin (void);
 extern bool remote_pin (struct pin *pin);
 extern bool remote_pin_found (struct pin *pin);
+extern bool remote_pin_of (const struct object_info *info, struct pin *p,
+                           char *header, size_t size);
 extern void remote_plugin_thread (void);
 extern void remote_first_bytes (const char *buf, uint32_t len);
 extern bool remote_read_first (void *buf, uint32_t count, uint64_t offset);
@@ -247,7 +310,8 @@ extern int engine_init (void);
 extern void engine_unload (void);
 extern enum verdict engine_head (struct conn *c, struct object_info *info);
 extern bool engine_answers (struct conn *c, int64_t size);
-extern int engine_get_first (struct conn *c, struct object_info *info,
+extern int engine_get_first (struct conn *c, struct source *src,
+                             struct object_info *info,
                              uint64_t offset, char *buf, uint32_t len,
                              uint32_t *got);
 extern enum verdict engine_put (struct conn *c, const void *buf,
@@ -296,6 +360,8 @@ struct checksum_want {
 extern struct checksum_want wanted;
 extern int checksum_config (const char *value);
 extern int checksum_headers (const char *digests, bool cut);
+extern int digests_agree (const char *a, const char *b, char *why,
+                          size_t size);
 extern void digest_hex (const unsigned char *d, unsigned n, char *out);
 /* checksum.c: the object's digest, as reads cover it. */
 extern int checksum_ready (void);

@@ -96,11 +96,11 @@ checksum_config (const char *value)
   return 0;
 }
 
-/* The name a digest header gives the user's algorithm: RFC 9530's and
- * RFC 3230's ("sha-256"), the suffix of S3's x-amz-checksum-sha256.
+/* Whether a digest header's name for an algorithm (RFC 9530's and RFC
+ * 3230's "sha-256", the suffix of S3's x-amz-checksum-sha256) is algo.
  */
 static bool
-is_our_algo (const char *name, size_t n)
+is_algo (const char *algo, const char *name, size_t n)
 {
   static const struct { const char *algo, *names[2]; } spell[] = {
     { "sha256", { "sha-256", "sha256" } },
@@ -111,23 +111,23 @@ is_our_algo (const char *name, size_t n)
 
   for (i = 0; i < sizeof spell / sizeof spell[0]; i++)
     for (k = 0; k < 2; k++)
-      if (strcmp (spell[i].algo, wanted.algo) == 0 &&
+      if (strcmp (spell[i].algo, algo) == 0 &&
           is_word (spell[i].names[k], name, n))
         return true;
   return false;
 }
 
-/* One stated digest, base64 (RFC 9530 puts it between colons; the URL
- * alphabet and missing padding are taken too), against checksum='s: -1
- * (reported) if they differ.  One that cannot be read, or is not of the
- * object (S3's composite checksums, "...-N"), is left aside.
+/* A digest stated in base64 (RFC 9530 puts it between colons; the URL
+ * alphabet and missing padding are taken too) decoded into raw: its
+ * length when it is one of algo (size bytes), else 0: one that cannot
+ * be read, or is not of the object (S3's composite checksums, "...-N"),
+ * is left aside.
  */
-static int
-compare_stated (const char *header, const char *v, size_t n)
+static unsigned
+decode_stated (const char *header, const char *algo, unsigned size,
+               const char *v, size_t n, unsigned char *raw)
 {
-  unsigned char raw[3 * 128 / 4 + 3];
-  char b64[129], want_hex[2 * sizeof wanted.digest + 1];
-  char got_hex[sizeof want_hex];
+  char b64[129];
   int len;
   size_t i;
 
@@ -141,8 +141,8 @@ compare_stated (const char *header, const char *v, size_t n)
   if (strncasecmp (header, "x-amz-", 6) == 0 && memchr (v, '-', n) != NULL)
     return 0;                   /* S3's checksum of parts: not ours */
   if (n == 0 || n + 3 >= sizeof b64) {
-    nbdkit_debug ("checksum: %s: its %s is not base64: left aside",
-                  header, wanted.algo);
+    nbdkit_debug ("digests: %s: its %s is not base64: left aside",
+                  header, algo);
     return 0;
   }
   for (i = 0; i < n; i++)
@@ -153,59 +153,121 @@ compare_stated (const char *header, const char *v, size_t n)
   len = EVP_DecodeBlock (raw, (unsigned char *) b64, n);
   if (len > 0 && b64[n - 1] == '=')
     len -= b64[n - 2] == '=' ? 2 : 1;
-  if (len != (int) wanted.len) {
-    nbdkit_debug ("checksum: %s: not a %s digest: left aside", header,
-                  wanted.algo);
+  if (len != (int) size) {
+    nbdkit_debug ("digests: %s: not a %s digest: left aside", header, algo);
     return 0;
   }
-  if (memcmp (raw, wanted.digest, wanted.len) == 0) {
+  return size;
+}
+
+/* Each digest of the object that the headers in digests state ("name:
+ * value" lines, see struct answer), handed to fn with its algorithm, in
+ * their order: -1 when fn returns -1, else 0.
+ */
+typedef int (*stated_fn) (const char *header, const char *algo,
+                          const unsigned char *raw, unsigned len,
+                          void *opaque);
+
+/* One header's value, "name:value" cut at the colon, in every algorithm. */
+static int
+each_in_header (const char *name, const char *v, stated_fn fn, void *opaque)
+{
+  unsigned char raw[3 * 128 / 4 + 3];
+  size_t i;
+
+  for (i = 0; i < sizeof algos / sizeof algos[0]; i++) {
+    const char *algo = algos[i], *p = v, *a = NULL;
+    const EVP_MD *md = EVP_get_digestbyname (algo);
+    unsigned size = md != NULL ? EVP_MD_get_size (md) : 0, got;
+
+    if (size == 0 || size > 64)
+      continue;
+    if (strncasecmp (name, "x-amz-checksum-", 15) == 0)
+      a = name + 15;
+    else if (strcasecmp (name, "content-md5") == 0)
+      a = "md5";
+    if (a != NULL) {
+      got = is_algo (algo, a, strlen (a))
+        ? decode_stated (name, algo, size, v, strlen (v), raw) : 0;
+      if (got > 0 && fn (name, algo, raw, got, opaque) == -1)
+        return -1;
+      continue;
+    }
+    /* A list of ALGO=DIGEST: Repr-Digest, Digest, x-goog-hash. */
+    while (*p != '\0') {
+      size_t n = strcspn (p, ","), k;
+      const char *eq;
+
+      while (n > 0 && (*p == ' ' || *p == '\t'))
+        p++, n--;
+      eq = memchr (p, '=', n);
+      if (eq != NULL) {
+        for (k = eq - p; k > 0 && (p[k - 1] == ' ' || p[k - 1] == '\t');)
+          k--;
+        got = is_algo (algo, p, k)
+          ? decode_stated (name, algo, size, eq + 1, n - (eq + 1 - p), raw)
+          : 0;
+        if (got > 0 && fn (name, algo, raw, got, opaque) == -1)
+          return -1;
+      }
+      p += n;
+      if (*p == ',')
+        p++;
+    }
+  }
+  return 0;
+}
+
+static int
+each_stated (const char *digests, stated_fn fn, void *opaque)
+{
+  char line[DIGESTS_SIZE];
+
+  while (*digests != '\0') {
+    size_t n = strcspn (digests, "\n");
+    char *colon;
+
+    snprintf (line, sizeof line, "%.*s", (int) n, digests);
+    digests += n + (digests[n] == '\n');
+    colon = strchr (line, ':');
+    if (colon == NULL)
+      continue;
+    *colon++ = '\0';
+    if (each_in_header (line, colon, fn, opaque) == -1)
+      return -1;
+  }
+  return 0;
+}
+
+/* A stated digest against checksum='s: -1 (reported) if they differ. */
+static int
+against_wanted (const char *header, const char *algo,
+                const unsigned char *raw, unsigned len, void *opaque)
+{
+  char want_hex[2 * sizeof wanted.digest + 1], got_hex[sizeof want_hex];
+
+  (void) opaque;
+  if (strcmp (algo, wanted.algo) != 0)
+    return 0;
+  if (memcmp (raw, wanted.digest, len) == 0) {
     nbdkit_debug ("checksum: the server's %s agrees", header);
     return 0;
   }
   digest_hex (wanted.digest, wanted.len, want_hex);
-  digest_hex (raw, wanted.len, got_hex);
+  digest_hex (raw, len, got_hex);
   nbdkit_error ("checksum: the server's %s gives the object's %s as %s, "
                 "not %s as checksum= does: not the object expected",
                 header, wanted.algo, got_hex, want_hex);
   return -1;
 }
 
-/* A header whose value is a list of ALGO=DIGEST (Repr-Digest, Digest,
- * x-goog-hash): each of ours compared.
- */
-static int
-compare_list (const char *header, const char *v)
-{
-  while (*v != '\0') {
-    size_t n = strcspn (v, ","), k;
-    const char *eq = memchr (v, '=', n);
-
-    while (n > 0 && (*v == ' ' || *v == '\t'))
-      v++, n--;
-    if (eq != NULL) {
-      k = eq - v;
-      while (k > 0 && (v[k - 1] == ' ' || v[k - 1] == '\t'))
-        k--;
-      if (is_our_algo (v, k) &&
-          compare_stated (header, eq + 1, n - (eq + 1 - v)) == -1)
-        return -1;
-    }
-    v += n;
-    if (*v == ',')
-      v++;
-  }
-  return 0;
-}
-
-/* The probe's answers' digest headers ("name:value" lines, see struct
- * answer; cut: some did not fit) against checksum=: -1 (reported) when
- * one states another digest for the object, or some could not be kept.
+/* The probe's answers' digest headers (cut: some did not fit) against
+ * checksum=: -1 (reported) when one states another digest for the
+ * object, or some could not be kept.
  */
 int
 checksum_headers (const char *digests, bool cut)
 {
-  char line[DIGESTS_SIZE];
-
   if (wanted.algo == NULL)
     return 0;
   if (cut) {
@@ -215,29 +277,64 @@ checksum_headers (const char *digests, bool cut)
                   "states another digest could be among them", DIGESTS_SIZE);
     return -1;
   }
-  while (*digests != '\0') {
-    size_t n = strcspn (digests, "\n");
-    char *colon;
-    int r = 0;
+  return each_stated (digests, against_wanted, NULL);
+}
 
-    snprintf (line, sizeof line, "%.*s", (int) n, digests);
-    digests += n + (digests[n] == '\n');
-    colon = strchr (line, ':');
-    if (colon == NULL)
-      continue;
-    *colon++ = '\0';
-    if (strncasecmp (line, "x-amz-checksum-", 15) == 0) {
-      if (is_our_algo (line + 15, strlen (line + 15)))
-        r = compare_stated (line, colon, strlen (colon));
+/* What two sources' digest headers say of each other (mirrors.c). */
+struct agreeing {
+  const char *other;            /* the other source's digest headers */
+  const char *header, *algo;    /* the header of ours being compared */
+  const unsigned char *raw;
+  unsigned len;
+  int verdict;                  /* 1: one agrees, -1: one differs */
+  char *why;
+  size_t size;
+};
+
+static int
+against_other (const char *header, const char *algo,
+               const unsigned char *raw, unsigned len, void *opaque)
+{
+  struct agreeing *g = opaque;
+
+  if (strcmp (algo, g->algo) != 0)
+    return 0;
+  if (len == g->len && memcmp (raw, g->raw, len) == 0) {
+    if (g->verdict == 0) {
+      g->verdict = 1;
+      snprintf (g->why, g->size, "the same %s in %s", algo, header);
     }
-    else if (strcasecmp (line, "content-md5") == 0) {
-      if (is_our_algo ("md5", 3))
-        r = compare_stated (line, colon, strlen (colon));
-    }
-    else
-      r = compare_list (line, colon);
-    if (r == -1)
-      return -1;
+    return 0;
   }
-  return 0;
+  g->verdict = -1;
+  snprintf (g->why, g->size, "its %s states another %s than url='s %s",
+            header, algo, g->header);
+  return -1;
+}
+
+static int
+each_of_ours (const char *header, const char *algo,
+              const unsigned char *raw, unsigned len, void *opaque)
+{
+  struct agreeing *g = opaque;
+
+  g->header = header;
+  g->algo = algo;
+  g->raw = raw;
+  g->len = len;
+  return each_stated (g->other, against_other, g);
+}
+
+/* Whether the digest headers a (url='s) and b (a mirror's) state the
+ * same digest of the object: 1 (some algorithm both state agrees, and
+ * none differs), -1 (one differs), 0 (none in common); why says which.
+ */
+int
+digests_agree (const char *a, const char *b, char *why, size_t size)
+{
+  struct agreeing g = { .other = b, .why = why, .size = size };
+
+  why[0] = '\0';
+  (void) each_stated (a, each_of_ours, &g);
+  return g.verdict;
 }

@@ -55,30 +55,6 @@
 #include "verdict.h"
 #include "xfer.h"
 
-/* What a request asks, for verdict_judge: a HEAD or PUT, or a GET of
- * first-last (several ranges: set nranges).  exchange_one adds what
- * changes from hop to hop.
- */
-static struct asked
-asking (enum method method)
-{
-  return (struct asked) {
-    .method = method, .expect_total = -1, .is_file = cfg.is_file,
-    .follow_redirects = cfg.followlocation,
-  };
-}
-
-static struct asked
-one_range (uint64_t first, uint64_t last, int64_t expect_total)
-{
-  struct asked q = asking (GET);
-
-  q.nranges = 1;
-  q.first = first;
-  q.last = last;
-  q.expect_total = expect_total;
-  return q;
-}
 int
 engine_init (void)
 {
@@ -92,6 +68,14 @@ engine_unload (void)
     timing_print ();
   route_unload ();
   exchange_unload ();
+}
+
+/* Where x went, for messages: url='s or a mirror's URL, no secrets. */
+static const char *
+shown (const struct xfer *x)
+{
+  return x->src != NULL && x->src->url != NULL ? x->src->shown
+    : cfg.shown_url;
 }
 
 /* What x asks for, for messages: ": bytes A-B", or "" for a HEAD. */
@@ -135,7 +119,7 @@ ask_fresh (struct conn *c, const struct xfer *x, const char *where,
   bool fresh = !mux_on () || cfg.connections > 1;
 
   nbdkit_debug ("%s: %s%s: %s%s%s: asking again%s", x->what,
-                cfg.shown_url, where, x->why, because ? ": " : "",
+                shown (x), where, x->why, because ? ": " : "",
                 because ? because : "", fresh ? " on a new connection" : "");
   if (fresh)
     curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
@@ -175,6 +159,85 @@ back_off (unsigned delay)
   return true;
 }
 
+/* The bytes x asks for. */
+static uint64_t
+asked_bytes (const struct xfer *x)
+{
+  uint64_t n = 0;
+  unsigned i;
+
+  for (i = 0; i < x->q.nranges; i++)
+    n += x->spans[i].last - x->spans[i].first + 1;
+  return n;
+}
+
+/* x's stream goes on from where its sink stopped taking bytes: only
+ * the rest is asked for (false: nothing is left, or nothing came).
+ */
+static bool
+resume_stream (struct xfer *x)
+{
+  uint64_t first = x->sink_first + x->sink_done;
+
+  if (x->sink == NULL)
+    return true;
+  if (first > x->spans[0].last)
+    return false;
+  x->sink_base = x->sink_done;
+  x->spans[0].first = x->q.first = x->offset = first;
+  x->count = min64 (x->spans[0].last - first + 1, UINT32_MAX);
+  return true;
+}
+
+/* Whether a failure of x at its source may be asked of another: not
+ * when the client went, nbdkit stops, the read was stopped by its sink,
+ * or the failure was reported (a script's).
+ */
+static bool
+source_failed (const struct xfer *x)
+{
+  return x->hedged || (!x->reported && !x->sink_stopped &&
+                       x->v != VERDICT_STOPPED &&
+                       x->v != VERDICT_NOT_THE_PARTS_ASKED_FOR);
+}
+
+/* One try of x on c (route_attempt).  A read with mirrors goes to the
+ * source expected to answer it first (sources.c), and at once to
+ * another when that one fails or is much slower than its answers have
+ * been: that costs no retry, and the source is dropped for a while.
+ */
+static int
+attempt (struct conn *c, struct xfer *x)
+{
+  struct source *failed = NULL;
+  curl_off_t us;
+  unsigned n;
+  int r;
+
+  if (!sources_many () || x->once || x->q.method != GET ||
+      !remote_is_serving ())
+    return route_attempt (c, x);
+  for (n = 0;; n++) {
+    uint64_t bytes = asked_bytes (x);
+    char why[sizeof x->why + 40];
+
+    x->src = sources_pick (bytes, failed, &x->hedge_at);
+    x->hedged = false;
+    r = route_attempt (c, x);
+    us = 0;
+    if (r == 0)
+      curl_easy_getinfo (c->easy, CURLINFO_STARTTRANSFER_TIME_T, &us);
+    sources_end (x->src, bytes, x->a.body_len, (int64_t) us * 1000);
+    if (r == 0 || n + 1 >= nsources || !source_failed (x))
+      return r;
+    snprintf (why, sizeof why, "%s", x->hedged ? "much slower than its "
+              "answers so far" : x->why);
+    if (!sources_fail (x->src, why, x->hedged) || !resume_stream (x))
+      return r;
+    failed = x->src;
+  }
+}
+
 /* Run one request on handle c, again after transient failures (with
  * backoff, or the server's Retry-After if longer): the verdict on its
  * last answer.  Reports failures itself, except (logged for debugging
@@ -192,7 +255,7 @@ perform_on (struct conn *c, struct xfer *x)
 
   request_where (x, where, sizeof where);
   for (;;) {
-    int r = route_attempt (c, x);
+    int r = attempt (c, x);
 
     spare = conn_took_spare (c);
     if (fresh)
@@ -207,12 +270,12 @@ perform_on (struct conn *c, struct xfer *x)
     }
     /* HEAD not served: the caller asks a GET instead. */
     if (x->v == VERDICT_UNSUPPORTED && x->q.method == HEAD) {
-      nbdkit_debug ("%s: %s: %s", x->what, cfg.shown_url, x->why);
+      nbdkit_debug ("%s: %s: %s", x->what, shown (x), x->why);
       return x->v;
     }
     if (x->v == VERDICT_NOT_THE_PARTS_ASKED_FOR) {
       nbdkit_debug ("%s: %s%s: %s: asking for one range per request from "
-                    "now on", x->what, cfg.shown_url, where, x->why);
+                    "now on", x->what, shown (x), where, x->why);
       return x->v;
     }
     /* Once, at once, on a new connection (the one that gave the answer
@@ -223,14 +286,14 @@ perform_on (struct conn *c, struct xfer *x)
       fresh = true;
       continue;
     }
-    if (x->v != VERDICT_RETRY || try >= cfg.retries)
+    if (x->v != VERDICT_RETRY || try >= cfg.retries || x->once)
       break;
     delay = retry_delay (x, try);
     nbdkit_debug ("%s: %s%s: %s: retry %u of %u in %u ms", x->what,
-                  cfg.shown_url, where, x->why, try + 1, cfg.retries, delay);
+                  shown (x), where, x->why, try + 1, cfg.retries, delay);
     if (!back_off (delay)) {
       nbdkit_error ("%s: %s%s: %s (not retried: nbdkit is shutting down "
-                    "or the client disconnected)", x->what, cfg.shown_url,
+                    "or the client disconnected)", x->what, shown (x),
                     where, x->why);
       errno = ESHUTDOWN;
       return VERDICT_STOPPED;
@@ -238,7 +301,7 @@ perform_on (struct conn *c, struct xfer *x)
     try++;
   }
   if (!x->reported)
-    nbdkit_error ("%s: %s%s: %s%s", x->what, cfg.shown_url, where, x->why,
+    nbdkit_error ("%s: %s%s: %s%s", x->what, shown (x), where, x->why,
                   x->v == VERDICT_RETRY ? " (retries exhausted)"
                   : x->v == VERDICT_RETRY_FRESH && fresh
                   ? " (and again on a new connection)" : "");
@@ -266,7 +329,7 @@ copy_info (struct object_info *info, const struct xfer *x)
   if (x->a.bad_etag || x->a.bad_last_modified)
     nbdkit_debug ("%s: %s: the server sent an unusable %s (control "
                   "characters, not an entity-tag, too long or two "
-                  "different ones): not used", x->what, cfg.shown_url,
+                  "different ones): not used", x->what, shown (x),
                   x->a.bad_etag ? "ETag" : "Last-Modified");
   info->status = x->a.status;
   strcpy (info->etag, x->a.bad_etag ? "" : x->a.etag);
@@ -302,7 +365,8 @@ engine_head (struct conn *c, struct object_info *info)
  * says how many arrived).  A total of '*' leaves info->size at -1.
  */
 int
-engine_get_first (struct conn *c, struct object_info *info, uint64_t offset,
+engine_get_first (struct conn *c, struct source *src,
+                  struct object_info *info, uint64_t offset,
                   char *buf, uint32_t len, uint32_t *got)
 {
   struct read_req req = { .offset = offset, .count = len, .buf = buf };
@@ -313,6 +377,7 @@ engine_get_first (struct conn *c, struct object_info *info, uint64_t offset,
   struct xfer x = {
     .q = one_range (offset, offset + len - 1, info->size), .what = "GET",
     .offset = offset, .count = len, .spans = &span,
+    .src = src, .once = src != NULL,
   };
   enum verdict v;
 
@@ -400,146 +465,17 @@ engine_get_stream (struct conn *c, uint64_t first, uint64_t last,
   struct xfer x = {
     .q = one_range (first, last, object.size), .what = "read-ahead",
     .offset = first, .spans = &span, .sink = sink, .sink_data = opaque,
+    .sink_first = first,
   };
   int r;
 
   x.count = last - first + 1 > UINT32_MAX ? UINT32_MAX : last - first + 1;
-  r = route_attempt (c, &x);
+  r = attempt (c, &x);
   (void) conn_took_spare (c);   /* the next request's own question */
   if (r == 0)
     return x.v;
   nbdkit_debug ("read-ahead: %s: bytes %" PRIu64 "-%" PRIu64 ": %s",
-                cfg.shown_url, first, last,
+                shown (&x), first, last,
                 x.sink_stopped ? "no longer wanted: stopped" : x.why);
   return verdict_failed (x.v) ? x.v : VERDICT_REFUSED;
-}
-
-/* A read-ahead GET begun in the probe's flight (the head start:
- * prefetch.c), before nbdkit runs: mux.c carries its transfer on, and
- * engine_stream_end, in its segment's thread once there is one, waits
- * for it and judges its answer.
- */
-struct early_get {
-  struct xfer x;
-  struct span span;
-  struct mux_req r;
-  char *url;                    /* where it went */
-};
-
-/* The HTTP/2 weight of the head start's GET from first: all of them go
- * out at once, and a server that shares its link among streams by
- * weight (nginx sends the frames of the heavier first) then sends them
- * more nearly in order, so that the client's first reads, which wait
- * for the whole of a segment, are served one after the other instead
- * of all at the end.  Between the probe's (256) and reads' (16): from
- * 255 down by 14 a MiB, 101 at HEAD_START's 11th MiB.
- */
-static long
-head_weight (uint64_t first)
-{
-  return 255 - 14 * (long) (first >> 20);
-}
-
-/* From the probe's mux_when_sent function: GET of bytes first-last
- * handed to sink as they come, sent on c beside the probe's own
- * request (exchange_beside), or NULL (logged for debugging).
- */
-struct early_get *
-engine_stream_begin (struct conn *c, uint64_t first, uint64_t last,
-                     bool (*sink) (void *, uint64_t, const char *, size_t),
-                     void *opaque)
-{
-  struct early_get *g = calloc (1, sizeof *g);
-  CURLcode rc;
-
-  if (g == NULL)
-    return NULL;
-  g->span = (struct span) { .first = first, .last = last };
-  g->x = (struct xfer) {
-    .q = one_range (first, last, -1), .what = "head start",
-    .offset = first, .count = last - first + 1, .spans = &g->span,
-    .sink = sink, .sink_data = opaque, .weight = head_weight (first),
-  };
-  if (exchange_beside (c, &g->x, &g->url) == -1) {
-    free (g);
-    return NULL;
-  }
-  g->r.easy = c->easy;
-  rc = mux_begin (&g->r);
-  if (rc != CURLE_OK) {
-    nbdkit_debug ("head start: %s: not sent: %s", cfg.shown_url,
-                  curl_easy_strerror (rc));
-    exchange_unsent (c, &g->x);
-    free (g->url);
-    free (g);
-    return NULL;
-  }
-  return g;
-}
-
-/* Whether x's answer shows a validator of the pin to compare (which
- * verdict_judge does): reads send the pin's precondition, which the
- * server checks, but the head start was asked before there was one, so
- * its answer must prove its version itself.  An object whose ranged
- * GETs carry no validator (only HEAD's answer did) gets no head start
- * served.
- */
-static bool
-shows_pin (const struct xfer *x)
-{
-  return (x->q.pin.etag[0] && x->a.etag[0] && !x->a.bad_etag) ||
-    (x->q.pin.last_modified[0] && x->a.last_modified[0] &&
-     !x->a.bad_last_modified);
-}
-
-/* Wait for g's end (mux_wait), judge its answer and free it: the
- * verdict.  It was asked before the object was known, with neither its
- * size nor a precondition: now it is judged as a read of the object the
- * probe found (judged with what asked says now, not what it said when
- * sent), which must have been pinned (the answer shows the validators
- * the probe's did, and the same total; since then, writes drop what
- * read-ahead holds of their ranges).  A range past the object's end (a
- * small one) is refused unjudged, and a redirect is no answer here.
- * Failures are logged for debugging only: the reads it would have
- * served are ordinary ones.
- */
-enum verdict
-engine_stream_end (struct early_get *g)
-{
-  struct xfer *x = &g->x;
-  struct conn *c = x->conn;
-  CURLcode rc = mux_wait (&g->r, &x->client_gone);
-  enum verdict v = VERDICT_REFUSED;
-
-  exchange_end (c, x, rc);
-  x->q.serving = true;
-  x->q.expect_total = object.size;
-  x->q.pinned = remote_pin_found (&x->q.pin);
-  if (!exchange_found_at (g->url))
-    snprintf (x->why, sizeof x->why, "its URL answered the probe with a "
-              "redirect: another resource");
-  else if (!x->q.pinned)
-    snprintf (x->why, sizeof x->why, "the object cannot be pinned");
-  else if (object.size < 0 || g->span.last >= (uint64_t) object.size)
-    snprintf (x->why, sizeof x->why, "past the object's end");
-  else if (x->sink_stopped)
-    snprintf (x->why, sizeof x->why, "no longer wanted: stopped");
-  else if (!shows_pin (x))
-    snprintf (x->why, sizeof x->why, "its answer shows none of the "
-              "object's validators (asked without a precondition, it "
-              "could be of another version)");
-  else if (exchange_judge (x) == 0 && x->v == VERDICT_OK)
-    v = VERDICT_OK;
-  else if (verdict_failed (x->v))
-    v = x->v;
-  else
-    snprintf (x->why, sizeof x->why, "answered %s, not the bytes",
-              verdict_name (x->v));
-  if (v != VERDICT_OK)
-    nbdkit_debug ("head start: %s: bytes %" PRIu64 "-%" PRIu64 ": %s",
-                  cfg.shown_url, g->span.first, g->span.last, x->why);
-  (void) conn_took_spare (c);
-  free (g->url);
-  free (g);
-  return v;
 }

@@ -114,6 +114,11 @@ begin_exchange (struct xfer *x)
   x->client_gone = false;
   x->q.serving = remote_is_serving ();
   x->q.pinned = remote_pin (&x->q.pin) && x->q.method == GET;
+  /* A mirror's reads carry its own validators (mirrors.c). */
+  if (x->src != NULL && x->src->url != NULL) {
+    x->q.pin = x->src->pin;
+    x->q.pinned = x->src->pinned && x->q.method == GET;
+  }
 }
 
 /* Set handle e up to send x to url, with these request headers and

@@ -22,6 +22,7 @@
  *            secret   read as password= is (VALUE, -, +FILE, -FD)
  *            header   a request header, added to the list
  *            resolve  HOST:PORT:ADDRESS, added to the list
+ *            mirror   a URL, added to the list (checked by mirrors.c)
  *            http, ssl, ip  one of a set of words (a libcurl constant)
  *   ORIGIN   the value goes only to url='s origin (and with
  *            location-trusted=true to every origin): credentials,
@@ -153,6 +154,9 @@
      "ipresolve=<any|v4|v6>     Which IP versions to use.\n")           \
   P ("aws-sigv4", string, const char *, aws_sigv4, NULL, 0, 0, true,    \
      "aws-sigv4=<PROVIDER...>   Sign requests with AWS Signature V4.\n") \
+  P ("mirror", mirror, struct curl_slist *, mirrors, NULL, 0, 0, false,  \
+     "mirror=<URL>              Another URL of the same object, read from\n" \
+     "                          beside url= (repeatable).\n")          \
   P ("checksum", string, const char *, checksum, NULL, 0, 0, false,     \
      "checksum=<ALGO:HEX>       The object's sha256, sha512 or md5: once\n" \
      "                          every byte was read, a mismatch fails.\n") \
@@ -179,6 +183,7 @@ VALUE_PARSER (bytes)
 VALUE_PARSER (secret)
 VALUE_PARSER (header)
 VALUE_PARSER (resolve)
+VALUE_PARSER (mirror)
 VALUE_PARSER (http)
 VALUE_PARSER (ssl)
 VALUE_PARSER (ip)

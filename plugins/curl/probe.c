@@ -196,7 +196,7 @@ probe_on (struct conn *c)
     return probe_file (c);
   probe_conn = c;
   mux_when_sent (head_start);
-  r = engine_get_first (c, &get, 0, first, sizeof first, &got);
+  r = engine_get_first (c, NULL, &get, 0, first, sizeof first, &got);
   mux_when_sent (NULL);
   if (r == -1)
     return -1;
@@ -228,6 +228,10 @@ probe_on (struct conn *c)
       checksum_headers (get.digests, get.digests_cut) == -1)
     return -1;
   object.size = get.size;
+  /* What mirrors' digests are compared with (mirrors.c). */
+  snprintf (object.digests, sizeof object.digests, "%s",
+            get.digests[0] ? get.digests : head.digests);
+  object.digests_cut = get.digests_cut || head.digests_cut;
   nbdkit_debug ("%s: %" PRIi64 " bytes, ETag %s, Last-Modified %s",
                 cfg.shown_url, object.size,
                 object.etag[0] ? object.etag : "(none)",

@@ -82,26 +82,9 @@ remote_serving (void)
                   "pinned", cfg.shown_url);
     return;
   }
-  pin.etag = object.etag;
-  pin.last_modified = object.last_modified;
-  /* Every validator the probe's own ranged GET carried, every read's
-   * answer must carry: the same server answers the same request.  A
-   * validator only HEAD gave is compared where an answer has it, and
-   * the server checks it if it is the precondition.
-   */
-  pin.etag_required = object.etag_on_get;
-  pin.last_modified_required = object.last_modified_on_get;
-  if (object.etag[0] && strncmp (object.etag, "W/", 2) != 0)
-    snprintf (pin_header, sizeof pin_header, "If-Match: %s", object.etag);
-  else if (object.last_modified[0])
-    snprintf (pin_header, sizeof pin_header, "If-Unmodified-Since: %s",
-              object.last_modified);
-  pin.header = pin_header;
+  pin_effective = remote_pin_of (&object, &pin, pin_header,
+                                 sizeof pin_header);
   pinned = true;
-  /* A precondition, or a validator every answer must show: else (HEAD's
-   * weak ETag alone) a replacement need not show anything to compare.
-   */
-  pin_effective = pin_header[0] || pin.etag_required;
   if (!pin_effective) {
     nbdkit_debug ("%s: reads cannot be pinned: only HEAD gave a validator "
                   "(a weak ETag, which cannot be sent in If-Match)",
@@ -116,6 +99,35 @@ remote_serving (void)
                 pin.etag_required ? " (required)" : "",
                 object.last_modified[0] ? object.last_modified : "(none)",
                 pin.last_modified_required ? " (required)" : "");
+}
+
+/* The pin that info's validators make, into *p (its strings are
+ * info's, and header, size bytes, holds the precondition): whether it
+ * pins (a precondition, or a validator every answer must show: else,
+ * with HEAD's weak ETag alone, a replacement need not show anything to
+ * compare).  mirrors.c makes each mirror's.
+ */
+bool
+remote_pin_of (const struct object_info *info, struct pin *p, char *header,
+               size_t size)
+{
+  /* Every validator the probe's own ranged GET carried, every read's
+   * answer must carry: the same server answers the same request.  A
+   * validator only HEAD gave is compared where an answer has it, and
+   * the server checks it if it is the precondition.
+   */
+  *p = (struct pin) {
+    .etag = info->etag, .last_modified = info->last_modified,
+    .etag_required = info->etag_on_get,
+    .last_modified_required = info->last_modified_on_get,
+    .header = header,
+  };
+  header[0] = '\0';
+  if (info->etag[0] && strncmp (info->etag, "W/", 2) != 0)
+    snprintf (header, size, "If-Match: %s", info->etag);
+  else if (info->last_modified[0])
+    snprintf (header, size, "If-Unmodified-Since: %s", info->last_modified);
+  return header[0] != '\0' || p->etag_required;
 }
 
 /* The probe's first len bytes of the object (all of it when it is

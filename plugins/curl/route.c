@@ -238,6 +238,22 @@ at_target (struct conn *c, struct xfer *x, struct target *t)
   return r;
 }
 
+/* The request at a mirror (mirror=), from its URL each time, by the
+ * rules for url='s origin: only a mirror (or a hop) at that origin has
+ * the user's secrets.  Its redirects are followed but not remembered.
+ */
+static int
+at_mirror (struct conn *c, struct xfer *x)
+{
+  struct redirect_rules rr = rules;
+  struct origin at = x->src->origin;
+  bool trusted = x->src->trusted;
+  CLEANUP_FREE char *end = NULL;
+
+  rr.home = &x->src->home;
+  return chain (&rr, c, x, x->src->url, &at, &trusted, &end);
+}
+
 /* One try of the request on handle c: at the remembered target when
  * there is one, else from url=.  A target that refuses (target_gone) is
  * resolved again at once, once; one whose connection failed is resolved
@@ -255,6 +271,8 @@ route_attempt (struct conn *c, struct xfer *x)
   x->ignoring_since = (struct timespec) { 0 };
   /* A short request never looks (see progress_cb, callbacks.c). */
   clock_gettime (CLOCK_MONOTONIC, &x->stop_checked);
+  if (x->src != NULL && x->src->url != NULL)
+    return at_mirror (c, x);
   if (!uses_target (x))
     return resolve (c, x, false);
   for (tries = 0; tries < 2; tries++) {

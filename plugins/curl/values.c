@@ -307,6 +307,17 @@ value_resolve (const char *key, const char *value, void *field,
   return append_to (key, value, field);
 }
 
+/* A mirror's URL: config_complete checks it (mirrors.c), once
+ * protocols= is known.
+ */
+int
+value_mirror (const char *key, const char *value, void *field,
+              unsigned lo, unsigned hi)
+{
+  (void) lo, (void) hi;
+  return append_to (key, value, field);
+}
+
 /* A request header, refused when the plugin sets it itself or it would
  * not go out as one header (headers.c).
  */

@@ -101,7 +101,7 @@ check_size (uint32_t count, uint64_t offset)
     uint32_t got;
 
     now.size = -1;
-    known = engine_get_first (c, &now, 0, &byte, 1, &got) == 0;
+    known = engine_get_first (c, NULL, &now, 0, &byte, 1, &got) == 0;
   }
   pool_put (c);
   if (!known)

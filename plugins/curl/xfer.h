@@ -32,6 +32,16 @@ struct xfer {
   bool (*sink) (void *opaque, uint64_t pos, const char *data, size_t len);
   void *sink_data;
   bool sink_stopped;            /* the sink wanted no more */
+  uint64_t sink_first;          /* the range's first byte, as asked */
+  uint64_t sink_base, sink_done;  /* asked again from sink_base (see
+                                   * resume_stream): what sink took */
+  /* With mirrors (sources.c): the source asked, when to ask another
+   * (0: never), and whether that was why the transfer stopped.
+   */
+  struct source *src;
+  int64_t hedge_at;
+  bool hedged;
+  bool once;                    /* not retried (mirrors.c's probes) */
   bool client_gone;             /* mux.c: its client went (atomic) */
   const char *wbuf;             /* PUT: the body */
   uint64_t sent;                /* PUT: bytes of it sent */
@@ -46,6 +56,31 @@ struct xfer {
   long weight;                  /* HTTP/2 stream weight, 0: the default */
   struct curl_slist *req_headers;  /* exchange.c: sent with this try */
 };
+
+/* What a request asks, for verdict_judge: a HEAD or PUT, or a GET of
+ * first-last (several ranges: set nranges).  exchange_one adds what
+ * changes from hop to hop.
+ */
+static inline struct asked
+asking (enum method method)
+{
+  return (struct asked) {
+    .method = method, .expect_total = -1, .is_file = cfg.is_file,
+    .follow_redirects = cfg.followlocation,
+  };
+}
+
+static inline struct asked
+one_range (uint64_t first, uint64_t last, int64_t expect_total)
+{
+  struct asked q = asking (GET);
+
+  q.nranges = 1;
+  q.first = first;
+  q.last = last;
+  q.expect_total = expect_total;
+  return q;
+}
 
 /* callbacks.c */
 extern void callbacks_attach (CURL *e, struct xfer *x);

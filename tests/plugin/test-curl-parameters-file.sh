@@ -19,6 +19,8 @@
 # cookies).  The scripts of header-script= and cookie-script= run at
 # start-up even for file: (script_init does not look at the scheme).
 # Refused at start-up, with a message naming the cause:
+#   - mirror= ("mirror: url= is a file: URL; mirrors are for http and
+#     https");
 #   - protocols= without file ("url: the scheme 'file' of ... is not in
 #     protocols=http");
 #   - an http-version= this libcurl was built without ("this libcurl
@@ -131,6 +133,7 @@ ok insecure-redirect insecure-redirect=true
 ok protocols protocols=file
 ok protocols-all protocols=http,https,file
 refused protocols-http "is not in protocols=http" protocols=http
+refused mirror "mirror: url= is a file: URL" mirror=http://127.0.0.1:9/disk.img
 ok user-agent user-agent=nbdkit-test/1
 ok cookie cookie=session=abc
 ok cookiefile "cookiefile=$tmp/jar-in"

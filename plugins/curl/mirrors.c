@@ -1,0 +1,277 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * mirror=URL: more sources of the object at url=.  A mirror serves
+ * reads only once it is proven to hold the same object as url= did when
+ * the probe found it: the same size, and a strong identity (the same
+ * strong ETag, a digest both state alike, or checksum=, which holds
+ * every byte read to the user's digest).  Anything less (a weak or
+ * missing ETag, no digest) and it is refused, with a message that says
+ * why: same-sized versions of an image are common, and one block of
+ * another would be served as this one's.
+ *
+ * The mirrors are proven in a thread of their own, started after
+ * nbdkit forks, so that none costs start-up a round trip: reads go to
+ * url= until a mirror joins.  The same thread asks a source that failed
+ * again when sources.c says it is due, with one GET of its first byte
+ * that carries its pin (a mirror that changed answers 412 and stays
+ * out).  Each mirror has its own pin, made from its own validators;
+ * over HTTP/2 libcurl gives each origin its own connection.
+ */
+
+#include <config.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+#include "secrets.h"
+
+static pthread_t thread;
+static bool started, stopping;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond;     /* on CLOCK_MONOTONIC */
+
+/* One mirror= URL checked into s: its scheme allowed and http or https,
+ * its origin, and whether the user's secrets may go to it.
+ */
+static int
+add_mirror (struct source *s, const char *url, const struct origin *home)
+{
+  CURLUcode rc;
+  char *scheme = config_url_scheme (url, &rc);
+  bool web;
+
+  s->shown = shown_url (url);
+  if (scheme == NULL || s->shown == NULL) {
+    curl_free (scheme);
+    nbdkit_error ("mirror: not a valid URL: %s",
+                  scheme == NULL ? curl_url_strerror (rc) : "out of memory");
+    return -1;
+  }
+  web = strcasecmp (scheme, "http") == 0 || strcasecmp (scheme, "https") == 0;
+  if (!web || !config_allows_scheme (scheme)) {
+    nbdkit_error ("mirror: %s: the scheme '%s' is %s", s->shown, scheme,
+                  web ? "not in protocols=" : "not http or https");
+    curl_free (scheme);
+    return -1;
+  }
+  curl_free (scheme);
+  if (redirect_origin (url, &s->origin) == -1) {
+    nbdkit_error ("mirror: %s: no host", s->shown);
+    return -1;
+  }
+  s->url = url;
+  s->home = *home;
+  s->trusted = redirect_same_origin (&s->origin, home);
+  s->state = SOURCE_PROBING;
+  s->pin = (struct pin) { .etag = "", .last_modified = "", .header = "" };
+  return 0;
+}
+
+/* config_complete: the sources, url= first.  Secrets go to a mirror
+ * only at url='s origin; with url-script there is no such origin.
+ */
+int
+mirrors_config (void)
+{
+  struct origin home = { .port = -1 };
+  const struct curl_slist *m;
+
+  sources[0] = (struct source) { .id = 0, .shown = cfg.shown_url,
+                                 .state = SOURCE_UP, .proven = true };
+  if (cfg.mirrors == NULL)
+    return 0;
+  if (cfg.is_file) {
+    nbdkit_error ("mirror: url= is a file: URL; mirrors are for http and "
+                  "https");
+    return -1;
+  }
+  if (cfg.url != NULL && redirect_origin (cfg.url, &home) == -1)
+    home = (struct origin) { .port = -1 };
+  for (m = cfg.mirrors; m != NULL; m = m->next) {
+    if (nsources == MAX_SOURCES) {
+      nbdkit_error ("mirror: at most %d mirrors", MAX_SOURCES - 1);
+      return -1;
+    }
+    sources[nsources].id = nsources;
+    if (add_mirror (&sources[nsources], m->data, &home) == -1)
+      return -1;
+    nsources++;
+  }
+  return 0;
+}
+
+/* Whether s, found at its probe to be info, is the object url= is: NULL,
+ * or why not.
+ */
+static const char *
+refused (const struct object_info *info, char *why, size_t size)
+{
+  bool strong = object.etag[0] && strncmp (object.etag, "W/", 2) != 0;
+  int d;
+
+  if (info->size != object.size) {
+    snprintf (why, size, "its size is %" PRIi64 " bytes, url='s %" PRIi64,
+              info->size, object.size);
+    return why;
+  }
+  if (info->digests_cut)
+    return "its digest headers could not all be read";
+  if (checksum_headers (info->digests, false) == -1)
+    return "it states another digest than checksum=";
+  d = digests_agree (object.digests, info->digests, why, size);
+  if (d == -1)
+    return why;
+  if (d == 1 || (strong && strcmp (object.etag, info->etag) == 0) ||
+      wanted.algo != NULL)
+    return NULL;
+  snprintf (why, size, "no strong identity: not the same strong ETag as "
+            "url= (%.80s, it has %.80s) and no digest both state; with "
+            "checksum= it would be used", object.etag[0] ? object.etag
+            : "none", info->etag[0] ? info->etag : "none");
+  return why;
+}
+
+/* What proved s the same object, for debug messages. */
+static const char *
+proof (const struct source *s)
+{
+  if (s->info.etag[0] && strcmp (s->info.etag, object.etag) == 0 &&
+      strncmp (object.etag, "W/", 2) != 0)
+    return "the same strong ETag";
+  return wanted.algo != NULL ? "its digest, or checksum= at the end"
+    : "the same digest";
+}
+
+/* The first probe of mirror s: one GET of its first byte. */
+static void
+probe_new (struct source *s, struct conn *c)
+{
+  struct object_info info = { .size = -1 };
+  char byte, why[512];
+  const char *no;
+  uint32_t got;
+
+  if (engine_get_first (c, s, &info, 0, &byte, 1, &got) == -1) {
+    sources_set (s, SOURCE_DOWN, "no answer (reported above)");
+    return;
+  }
+  no = refused (&info, why, sizeof why);
+  if (no != NULL) {
+    nbdkit_error ("mirror %s: not used: %s", s->shown, no);
+    sources_set (s, SOURCE_REFUSED, no);
+    return;
+  }
+  info.etag_on_get = info.etag[0] != '\0';
+  info.last_modified_on_get = info.last_modified[0] != '\0';
+  s->info = info;
+  s->proven = true;
+  s->pinned = remote_pin_of (&s->info, &s->pin, s->pin_header,
+                             sizeof s->pin_header) && cfg.pin_object;
+  nbdkit_debug ("mirror %s: the same object (%s)%s: in use", s->shown,
+                proof (s), s->pinned ? ", reads pinned" : "");
+  sources_set (s, SOURCE_UP, NULL);
+}
+
+/* A source that failed, asked again with its pin. */
+static void
+probe_again (struct source *s, struct conn *c)
+{
+  struct object_info info = { .size = object.size };
+  char byte;
+  uint32_t got;
+
+  if (engine_get_first (c, s, &info, 0, &byte, 1, &got) == 0)
+    sources_set (s, SOURCE_UP, NULL);
+  else
+    sources_set (s, SOURCE_DOWN, "asked again: it still fails");
+}
+
+static void *
+prober (void *arg)
+{
+  struct source *s;
+  struct conn *c;
+  int64_t wait_ns;
+  struct timespec ts;
+
+  (void) arg;
+  remote_plugin_thread ();
+  pthread_mutex_lock (&lock);
+  while (!stopping) {
+    s = sources_due (&wait_ns);
+    if (s == NULL) {
+      if (wait_ns < 0)
+        pthread_cond_wait (&cond, &lock);
+      else {
+        clock_gettime (CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += wait_ns / 1000000000 + 1;
+        pthread_cond_timedwait (&cond, &lock, &ts);
+      }
+      continue;
+    }
+    pthread_mutex_unlock (&lock);
+    c = pool_get ();
+    if (c == NULL)
+      sources_set (s, SOURCE_DOWN, "no connection (reported above)");
+    else {
+      if (!s->proven)
+        probe_new (s, c);
+      else
+        probe_again (s, c);
+      pool_put (c);
+    }
+    pthread_mutex_lock (&lock);
+  }
+  pthread_mutex_unlock (&lock);
+  return NULL;
+}
+
+/* .after_fork: the thread that proves mirrors, when there are any. */
+int
+mirrors_start (void)
+{
+  pthread_condattr_t attr;
+  int err;
+
+  if (nsources == 1)
+    return 0;
+  sources[0].lat_ns = timing_round_trip ();
+  pthread_condattr_init (&attr);
+  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+  pthread_cond_init (&cond, &attr);
+  pthread_condattr_destroy (&attr);
+  err = pthread_create (&thread, NULL, prober, NULL);
+  if (err != 0) {
+    nbdkit_error ("mirror: pthread_create: %s", strerror (err));
+    return -1;
+  }
+  started = true;
+  return 0;
+}
+
+void
+mirrors_unload (void)
+{
+  unsigned i;
+
+  if (started) {
+    sources_stop ();
+    pthread_mutex_lock (&lock);
+    stopping = true;
+    pthread_cond_signal (&cond);
+    pthread_mutex_unlock (&lock);
+    pthread_join (thread, NULL);
+    started = false;
+    sources_print ();
+  }
+  for (i = 1; i < nsources; i++)
+    free (sources[i].shown);
+  nsources = 1;
+}

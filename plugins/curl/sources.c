@@ -1,0 +1,293 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * Which source a read goes to, when mirror= names more than url=: the
+ * one expected to answer it first.  Each source's speed is measured as
+ * its answers come (bytes a second while it has requests out, and the
+ * wait for a first byte), and a request of B bytes is expected at
+ *
+ *     wait for the first byte + (bytes still to come + B) / speed
+ *
+ * so that a mirror four times slower gets a quarter of the bytes, not
+ * half (splitting a file evenly makes the slowest source set the pace),
+ * and one that falls behind gets less until it catches up.  A request
+ * that takes much longer than that is stopped and asked of another
+ * source (sources_hedge_due); a source that fails, changes or stalls is
+ * dropped and asked again later by mirrors.c, with a longer wait each
+ * time it fails again.  When every source is down, reads go to the one
+ * that is due first, and fail as they would with url= alone.
+ *
+ * One lock guards the table's scheduling fields: it is taken once as a
+ * request begins and once as it ends, not for each piece of body
+ * (sources_got counts those with an atomic add).
+ */
+
+#include <config.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include <nbdkit-plugin.h>
+
+#include "curldefs.h"
+
+unsigned nsources = 1;
+struct source sources[MAX_SOURCES];
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A source's speed is sampled over at least this much of the time it
+ * has requests out: bytes that came in that time, over that time.
+ */
+#define SAMPLE_NS (100 * INT64_C (1000000))
+/* Dropped sources are asked again after 2 s, then 4, 8... at most 60. */
+#define DOWN_FIRST_NS (2000 * INT64_C (1000000))
+#define DOWN_MAX_NS (60000 * INT64_C (1000000))
+/* A request is asked of another source after four times the time it
+ * was expected to take, and not before HEDGE_MIN_NS: a round trip to a
+ * far server, or a busy one, varies by more than that on its own.
+ */
+#define HEDGE_MIN_NS (750 * INT64_C (1000000))
+
+bool
+sources_many (void)
+{
+  return nsources > 1;
+}
+
+/* Take in what s delivered since its last sample, once it has been
+ * busy long enough: its speed, averaged with the samples before.
+ */
+static void
+sample_locked (struct source *s, int64_t now)
+{
+  uint64_t recv = __atomic_load_n (&s->recv, __ATOMIC_RELAXED);
+  int64_t busy = s->busy_total + (s->running > 0 ? now - s->busy_start : 0);
+  double r;
+
+  if (busy - s->busy_sampled < SAMPLE_NS)
+    return;
+  r = (double) (recv - s->recv_sampled) / (busy - s->busy_sampled);
+  s->rate = s->rate == 0 ? r : 0.7 * s->rate + 0.3 * r;
+  s->recv_sampled = recv;
+  s->busy_sampled = busy;
+}
+
+/* How long a request of bytes at s would take (ns).  A source not yet
+ * measured is taken to be as fast as the fastest that is; one left idle
+ * is taken to be at least an eighth as fast, so that a source measured
+ * slow once is tried again.
+ */
+static double
+expected_locked (const struct source *s, uint64_t bytes, double best)
+{
+  double rate = s->rate == 0 ? best : s->rate;
+
+  if (s->running == 0 && rate < best / 8)
+    rate = best / 8;
+  if (rate <= 0)
+    return (double) s->lat_ns;
+  return (double) s->lat_ns + (double) (s->outstanding + bytes) / rate;
+}
+
+static bool
+usable (const struct source *s, const struct source *avoid)
+{
+  return s != avoid && s->state == SOURCE_UP;
+}
+
+/* The source for a request of bytes (not avoid, the one that just
+ * failed it, when another is up), counted as running there until
+ * sources_end; *hedge_at when to ask another source instead.
+ */
+struct source *
+sources_pick (uint64_t bytes, const struct source *avoid, int64_t *hedge_at)
+{
+  int64_t now = monotonic_ns ();
+  struct source *s, *best = NULL;
+  double fastest = 0, e, best_e = 0;
+  unsigned i;
+  LOCK_FOR_SCOPE (&lock);
+
+  for (i = 0; i < nsources; i++) {
+    sample_locked (&sources[i], now);
+    if (sources[i].state == SOURCE_UP && sources[i].rate > fastest)
+      fastest = sources[i].rate;
+  }
+  for (i = 0; i < nsources; i++) {
+    if (!usable (&sources[i], avoid))
+      continue;
+    e = expected_locked (&sources[i], bytes, fastest);
+    if (best == NULL || e < best_e)
+      best = &sources[i], best_e = e;
+  }
+  /* None up: the one due to be asked again first, url= on a tie. */
+  for (i = 0; best == NULL && i < nsources; i++)
+    if (sources[i].state == SOURCE_DOWN &&
+        (best == NULL || sources[i].down_until < best->down_until))
+      best = &sources[i];
+  if (best == NULL)
+    best = &sources[0];
+  s = best;
+  if (s->running++ == 0)
+    s->busy_start = now;
+  s->outstanding += bytes;
+  s->requests++;
+  best_e = expected_locked (s, 0, fastest);
+  *hedge_at = now + (int64_t) (4 * best_e) > now + HEDGE_MIN_NS
+    ? now + (int64_t) (4 * best_e) : now + HEDGE_MIN_NS;
+  return s;
+}
+
+/* n bytes of body came from s (callbacks.c, on each piece). */
+void
+sources_got (struct source *s, size_t n)
+{
+  __atomic_add_fetch (&s->recv, n, __ATOMIC_RELAXED);
+}
+
+/* A request to s for asked bytes ended, with got of them, its first
+ * byte first_byte_ns after it was sent (0: none came).
+ */
+void
+sources_end (struct source *s, uint64_t asked, uint64_t got,
+             int64_t first_byte_ns)
+{
+  int64_t now = monotonic_ns ();
+  LOCK_FOR_SCOPE (&lock);
+
+  (void) got;
+  sample_locked (s, now);
+  if (--s->running == 0)
+    s->busy_total += now - s->busy_start;
+  s->outstanding -= asked < s->outstanding ? asked : s->outstanding;
+  if (first_byte_ns > 0)
+    s->lat_ns = s->lat_ns == 0 ? first_byte_ns
+      : (3 * s->lat_ns + first_byte_ns) / 4;
+}
+
+/* Whether some source other than s is up. */
+static bool
+other_up_locked (const struct source *s)
+{
+  unsigned i;
+
+  for (i = 0; i < nsources; i++)
+    if (usable (&sources[i], s))
+      return true;
+  return false;
+}
+
+/* A request to s failed (why), or was too slow (hedged): s is dropped
+ * for a while when another source can take its reads (true: ask
+ * there).  With none other up it stays, and the caller retries as with
+ * url= alone.
+ */
+bool
+sources_fail (struct source *s, const char *why, bool hedged)
+{
+  int64_t now = monotonic_ns ();
+  LOCK_FOR_SCOPE (&lock);
+
+  if (!other_up_locked (s))
+    return false;
+  s->failures++;
+  s->hedges += hedged;
+  if (s->state == SOURCE_UP) {
+    s->down_ns = s->down_ns == 0 ? DOWN_FIRST_NS
+      : s->down_ns * 2 > DOWN_MAX_NS ? DOWN_MAX_NS : s->down_ns * 2;
+    s->down_until = now + s->down_ns;
+    s->state = SOURCE_DOWN;
+    nbdkit_debug ("source %s: %s: its reads go to the other sources, "
+                  "and it is asked again in %" PRIi64 " ms", s->shown, why,
+                  s->down_ns / 1000000);
+  }
+  return true;
+}
+
+/* In the middle of a request to s (libcurl's progress callback): is it
+ * past hedge_at, with another source up to ask instead?
+ */
+bool
+sources_hedge_due (const struct source *s, int64_t hedge_at)
+{
+  if (monotonic_ns () < hedge_at)
+    return false;
+  LOCK_FOR_SCOPE (&lock);
+  return other_up_locked (s);
+}
+
+/* mirrors.c: s was proven the same object (SOURCE_UP), or refused. */
+void
+sources_set (struct source *s, enum source_state state, const char *why)
+{
+  LOCK_FOR_SCOPE (&lock);
+
+  if (state == SOURCE_UP && s->state == SOURCE_DOWN)
+    nbdkit_debug ("source %s: answers again: back in use", s->shown);
+  if (state == SOURCE_UP)
+    s->down_ns = s->state == SOURCE_DOWN ? s->down_ns : 0;
+  else if (state == SOURCE_DOWN) {
+    s->down_ns = s->down_ns == 0 ? DOWN_FIRST_NS
+      : s->down_ns * 2 > DOWN_MAX_NS ? DOWN_MAX_NS : s->down_ns * 2;
+    s->down_until = monotonic_ns () + s->down_ns;
+    nbdkit_debug ("source %s: %s: asked again in %" PRIi64 " ms", s->shown,
+                  why, s->down_ns / 1000000);
+  }
+  s->state = state;
+}
+
+/* mirrors.c's thread: the next source to probe (new, or down and due),
+ * or NULL and in *wait_ns how long until one is due (-1: none ever).
+ */
+struct source *
+sources_due (int64_t *wait_ns)
+{
+  int64_t now = monotonic_ns ();
+  unsigned i;
+  LOCK_FOR_SCOPE (&lock);
+
+  *wait_ns = -1;
+  for (i = 0; i < nsources; i++) {
+    struct source *s = &sources[i];
+
+    if (s->state == SOURCE_PROBING ||
+        (s->state == SOURCE_DOWN && s->down_until <= now))
+      return s;
+    if (s->state == SOURCE_DOWN &&
+        (*wait_ns < 0 || s->down_until - now < *wait_ns))
+      *wait_ns = s->down_until - now;
+  }
+  return NULL;
+}
+
+/* nbdkit unloads the plugin: mirrors.c's probes stop (callbacks.c). */
+static bool stopping;
+
+void
+sources_stop (void)
+{
+  __atomic_store_n (&stopping, true, __ATOMIC_RELAXED);
+}
+
+bool
+sources_stopping (void)
+{
+  return __atomic_load_n (&stopping, __ATOMIC_RELAXED);
+}
+
+/* At unload, with -v: what each source served. */
+void
+sources_print (void)
+{
+  unsigned i;
+
+  for (i = 0; nsources > 1 && i < nsources; i++)
+    nbdkit_debug ("source %s: %" PRIu64 " requests, %" PRIu64 " bytes, "
+                  "%" PRIu64 " failed (%" PRIu64 " too slow), %.1f MB/s, "
+                  "first byte in %.1f ms", sources[i].shown,
+                  sources[i].requests, sources[i].recv, sources[i].failures,
+                  sources[i].hedges, sources[i].rate * 1000,
+                  sources[i].lat_ns / 1e6);
+}

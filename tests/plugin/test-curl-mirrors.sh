@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# test-curl-mirrors.sh: mirror=URL, more sources of url='s object.  A
+# mirror serves reads only once proven the same object (same size and a
+# strong ETag, a digest both state alike, or checksum=); reads go to the
+# source expected to answer first; one that fails, changes or stalls is
+# dropped and its reads asked of the others, none failed.  nginx serves
+# url= and each mirror from a server of its own (HTTPS, HTTP/2), each
+# with its own access log; the mirrors' copies keep the image's mtime,
+# so nginx gives them its ETag.
+#  (a) Two mirrors of one image: nbdcopy copies it byte for byte, and
+#      all three servers served reads.
+#  (b) A mirror with another version of the same size (its own ETag),
+#      one without an ETag (etag off), one of another size: refused at
+#      start-up each with a message saying why, and asked nothing after
+#      the probe's one GET; the copy is right.  With checksum= the one
+#      without an ETag is used.
+#  (c) A mirror whose Repr-Digest agrees with url='s (its ETag is its
+#      own) is used; one whose Repr-Digest differs is refused.
+#  (d) A mirror killed (SIGKILL) in the middle of a copy: the copy
+#      completes byte for byte, in far less than timeout=, and nbdkit
+#      says the mirror was dropped.
+#  (e) A mirror that stops answering (SIGSTOP) in the middle of a copy:
+#      its reads are asked of url= (hedged) and the copy completes long
+#      before timeout=.
+#  (f) A mirror at a quarter of url='s rate serves fewer bytes than
+#      url=, and some.
+#  (g) Secrets: user=, password= and header= go to url='s server only,
+#      not to a mirror at another origin (another port).
+#  (h) Bad values: a mirror that is a file: URL or not a URL, mirror=
+#      with a file: url=, and a writable connection with mirrors.
+# Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
+
+set -e
+source "${srcdir:-$(dirname "$0")/..}/functions.sh"
+requires_plugin
+requires nbdcopy
+
+make_cert
+size=$((48 * 1024 * 1024))
+serve_image "$size" 'location /d/ { alias DIR/www/;
+  add_header Repr-Digest $arg_r; }
+  location /slow/ { alias DIR/www/; limit_rate 8m; }'
+ca=cainfo=$tmp/cert.pem
+
+# mirror NAME [EXTRA]: a named nginx serving a copy of the image at
+# ${NAME}_url (https, the same mtime: nginx's ETag is the same).
+mirror ()
+{
+  start_nginx_named "$1" "location / { ${2:-} }"
+  cp -p "$image" "$tmp/nginx-$1/www/disk.img"
+  printf -v "${1}_url" %s "https://127.0.0.1:$(eval echo \$${1}_tlsport)/disk.img"
+}
+
+# gets NAME: the GETs of disk.img in NAME's access log.
+gets ()
+{
+  grep -c 'GET .* /disk.img' "$tmp/nginx-$1/access.log" || true
+}
+
+# bytes LOG: the body bytes of disk.img's GETs in an access log.
+bytes ()
+{
+  awk '$2 == "GET" && $6 ~ /disk.img/ { n += $5 } END { print n + 0 }' "$1"
+}
+
+copy_ok ()
+{
+  local name=$1
+  shift
+  : >"$tmp/access.log"
+  nbdkit -r -U - -v "$PLUGIN" "$@" "$ca" \
+         --run "timeout $client_timeout nbdcopy \"\$uri\" $tmp/$name.img" \
+         2>"$tmp/$name.err" || { tail -30 "$tmp/$name.err" >&2;
+                                 fail "($name) the copy failed"; }
+  assert_same_file "$image" "$tmp/$name.img"
+  rm -f "$tmp/$name.img"
+}
+
+mirror m1
+mirror m2
+
+# (a)
+copy_ok a "$url" "mirror=$m1_url" "mirror=$m2_url"
+for m in m1 m2; do
+  grep -q "mirror https://127.0.0.1:.*: the same object (the same strong ETag)" \
+       "$tmp/a.err" || fail "(a) nbdkit did not say a mirror is the same object"
+  n=$(gets $m)
+  [ "$n" -ge 2 ] || fail "(a) $m served $n GETs"
+done
+n=$(grep -c 'GET' "$tmp/access.log" || true)
+[ "$n" -ge 2 ] || fail "(a) url='s server served $n GETs"
+echo "(a) GETs: url= $n, m1 $(gets m1), m2 $(gets m2)"
+grep -q "source https://127.0.0.1:$m1_tlsport/disk.img: [0-9]* requests" \
+     "$tmp/a.err" || fail "(a) no count of m1's requests at exit"
+
+# (b) m3: another version, same size, its own mtime (another ETag); m4:
+# no ETag; m5: another size.
+mirror m3
+mirror m4 'etag off;'
+mirror m5
+make_random_file "$tmp/nginx-m3/www/disk.img" "$size"
+make_random_file "$tmp/nginx-m5/www/disk.img" $((size + 512))
+copy_ok b "$url" "mirror=$m3_url" "mirror=$m4_url" "mirror=$m5_url"
+grep -q "mirror $m3_url: not used: no strong identity: not the same strong ETag" \
+     "$tmp/b.err" || fail "(b) m3 not refused for its ETag"
+grep -q "mirror $m4_url: not used: no strong identity: .* it has none" \
+     "$tmp/b.err" || fail "(b) m4 not refused for its missing ETag"
+grep -q "mirror $m5_url: not used: its size is $((size + 512)) bytes" \
+     "$tmp/b.err" || fail "(b) m5 not refused for its size"
+for m in m3 m4 m5; do
+  [ "$(gets $m)" -eq 1 ] || fail "(b) $m served $(gets $m) GETs, not the probe's one"
+done
+sum=$(sha256sum <"$image" | cut -d' ' -f1)
+copy_ok b2 "$url" "mirror=$m4_url" "checksum=sha256:$sum"
+[ "$(gets m4)" -ge 3 ] || fail "(b) with checksum= m4 was not used"
+grep -q "checksum: the sha256 of all $size bytes matches" "$tmp/b2.err" ||
+  fail "(b) the checksum was not checked"
+
+# (c) Repr-Digest through /d/ on url='s server and on m6 (whose ETag
+# is its own: another mtime).
+mirror m6 'add_header Repr-Digest $arg_r;'
+touch -d '2001-01-01' "$tmp/nginx-m6/www/disk.img"
+b64=$(openssl dgst -sha256 -binary <"$image" | base64 -w0)
+bad=$(head -c 32 /dev/zero | base64 -w0)
+dig="https://127.0.0.1:$tlsport/d/disk.img?r=sha-256=:$b64:"
+copy_ok c "$dig" "mirror=$m6_url?r=sha-256=:$b64:"
+grep -q "mirror $m6_url.*: the same object (the same digest)" "$tmp/c.err" ||
+  fail "(c) m6 with the same Repr-Digest was not used"
+: >"$tmp/nginx-m6/access.log"
+copy_ok c2 "$dig" "mirror=$m6_url?r=sha-256=:$bad:"
+grep -qi "not used: its repr-digest states another sha256" "$tmp/c2.err" ||
+  fail "(c) m6 with another Repr-Digest was not refused"
+[ "$(gets m6)" -eq 1 ] || fail "(c) the refused m6 served $(gets m6) GETs"
+
+# (d) and (e): url= and a mirror each at 8 MB/s a connection, over 2
+# connections, so that the copy lasts a few seconds; the mirror killed,
+# or stopped, 0.7 s in.
+slow="https://127.0.0.1:$tlsport/slow/disk.img"
+middle_of_copy ()
+{
+  local name=$1 sig=$2 m=$3 pid t0 copier
+  eval "pid=\$${m}_pid"
+  t0=$EPOCHREALTIME
+  nbdkit -r -U - -v "$PLUGIN" "$slow" "mirror=https://127.0.0.1:$(eval echo \$${m}_tlsport)/disk.img" \
+         "$ca" connections=2 timeout=30 \
+         --run "timeout $client_timeout nbdcopy \"\$uri\" $tmp/$name.img" \
+         2>"$tmp/$name.err" &
+  copier=$!
+  sleep 0.7
+  kill "-$sig" "$pid" $(pgrep -P "$pid") 2>/dev/null || true
+  wait "$copier" || { tail -20 "$tmp/$name.err" >&2;
+                      fail "($name) the copy failed"; }
+  secs=$(seconds_since "$t0")
+  assert_same_file "$image" "$tmp/$name.img"
+  rm -f "$tmp/$name.img"
+  grep -q "source https://127.0.0.1:[0-9]*/disk.img: .*: its reads go to the other sources" \
+       "$tmp/$name.err" || fail "($name) nbdkit did not say the mirror was dropped"
+  awk -v s="$secs" 'BEGIN { exit !(s < 15) }' ||
+    fail "($name) the copy took $secs s"
+  echo "($name) copy in $secs s; the mirror served $(gets $m) GETs"
+}
+mirror m7 'limit_rate 8m;'
+middle_of_copy d KILL m7
+mirror m8 'limit_rate 8m;'
+middle_of_copy e STOP m8
+grep -q "much slower than its answers so far" "$tmp/e.err" ||
+  fail "(e) the stopped mirror's reads were not hedged"
+kill -CONT "$m8_pid" $(pgrep -P "$m8_pid") 2>/dev/null || true
+
+# (f) url= at 8 MB/s a connection, m9 at 2 MB/s, 2 connections each:
+# m9 gets some of the bytes, and fewer than url=.
+mirror m9 'limit_rate 2m;'
+copy_ok f "$slow" "mirror=$m9_url" connections=2
+from_url=$(bytes "$tmp/access.log")
+from_m9=$(bytes "$tmp/nginx-m9/access.log")
+echo "(f) bytes from url=: $from_url, from the slow mirror: $from_m9"
+[ "$from_m9" -gt 1 ] && [ "$from_m9" -lt "$from_url" ] ||
+  fail "(f) the slow mirror served $from_m9 bytes, url= $from_url"
+
+# (g) url= at m1's server (it has the secrets); m2 is another origin.
+: >"$tmp/nginx-m1.log"
+: >"$tmp/nginx-m2.log"
+copy_ok g "$m1_url" "mirror=$m2_url" user=alice password=s3cret \
+        'header=X-Token: t0ken'
+grep -q 'auth="Basic [^"]' "$tmp/nginx-m1.log" &&
+  grep -q 'token="t0ken"' "$tmp/nginx-m1.log" ||
+  fail "(g) url='s server did not get the credentials"
+[ "$(grep -c 'GET /disk.img' "$tmp/nginx-m2.log")" -ge 2 ] ||
+  fail "(g) the mirror was not used"
+! grep -v 'auth="-" token="-"' "$tmp/nginx-m2.log" | grep -q GET ||
+  fail "(g) the mirror at another origin got the credentials"
+
+# (h)
+expect_nbdkit_fails h1 -r "$PLUGIN" "$url" mirror=file:///etc/hostname
+grep -q "mirror: file:///etc/hostname: the scheme 'file' is not http or https" \
+     "$tmp/h1.err" || fail "(h) a file: mirror was not refused"
+expect_nbdkit_fails h2 -r "$PLUGIN" "$url" 'mirror=://nope'
+grep -q "mirror: not a valid URL" "$tmp/h2.err" ||
+  fail "(h) a mirror that is no URL was not refused"
+expect_nbdkit_fails h3 -r "$PLUGIN" "file://$image" "mirror=$m1_url"
+grep -q "mirror: url= is a file: URL" "$tmp/h3.err" ||
+  fail "(h) mirror= with a file: url= was not refused"
+start_nbdkit h4 "$PLUGIN" "$url" "mirror=$m1_url" "$ca"
+! nbdsh -u "$uri" -c 'h.pread(1, 0)' 2>"$tmp/h4.out" ||
+  fail "(h) a writable connection with mirrors was served"
+stop_nbdkit h4
+grep -q "mirror= needs a read-only export" "$tmp/h4.err" ||
+  fail "(h) no message for the writable connection"
