@@ -205,8 +205,10 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     multipart_feed (&x->a.mp, data, len);     /* refusals: a.mp.refused */
   if (!callbacks_judge (x))
     return 0;
-  if (x->src != NULL)
+  if (x->src != NULL) {
+    x->src_got += len;
     sources_got (x->src, len);
+  }
   if (x->sink != NULL) {
     if (!x->sink (x->sink_data, x->sink_base + pos, data, len)) {
       x->a.stopped = x->sink_stopped = true;

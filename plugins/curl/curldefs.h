@@ -148,8 +148,9 @@ struct source {
   enum source_state state;
   int64_t down_until, down_ns;  /* when to ask again, how long after */
   unsigned running;             /* requests out */
-  uint64_t outstanding;         /* bytes asked and not yet come */
+  uint64_t outstanding;         /* bytes its running requests asked */
   uint64_t recv, recv_sampled;  /* body bytes come (atomic) */
+  uint64_t recv_ended;          /* ... for requests that ended */
   int64_t busy_start, busy_total, busy_sampled;  /* ns with requests out */
   double rate;                  /* bytes/ns when busy; 0: unknown */
   int64_t lat_ns;               /* to the first byte, recent */
@@ -168,7 +169,8 @@ extern bool sources_fail (struct source *s, const char *why, bool hedged);
 extern bool sources_hedge_due (const struct source *s, int64_t hedge_at);
 extern void sources_set (struct source *s, enum source_state state,
                          const char *why);
-extern struct source *sources_due (int64_t *wait_ns);
+extern bool sources_await (struct source *s);
+extern void sources_start (void);
 extern void sources_print (void);
 extern void sources_stop (void);
 extern bool sources_stopping (void);

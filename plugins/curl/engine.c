@@ -183,6 +183,9 @@ resume_stream (struct xfer *x)
     return true;
   if (first > x->spans[0].last)
     return false;
+  nbdkit_debug ("%s: bytes %" PRIu64 "-%" PRIu64 ": going on from byte %"
+                PRIu64 " at another source", x->what, x->sink_first,
+                x->spans[0].last, first);
   x->sink_base = x->sink_done;
   x->spans[0].first = x->q.first = x->offset = first;
   x->count = min64 (x->spans[0].last - first + 1, UINT32_MAX);
@@ -223,11 +226,12 @@ attempt (struct conn *c, struct xfer *x)
 
     x->src = sources_pick (bytes, failed, &x->hedge_at);
     x->hedged = false;
+    x->src_got = 0;
     r = route_attempt (c, x);
     us = 0;
     if (r == 0)
       curl_easy_getinfo (c->easy, CURLINFO_STARTTRANSFER_TIME_T, &us);
-    sources_end (x->src, bytes, x->a.body_len, (int64_t) us * 1000);
+    sources_end (x->src, bytes, x->src_got, (int64_t) us * 1000);
     if (r == 0 || n + 1 >= nsources || !source_failed (x))
       return r;
     snprintf (why, sizeof why, "%s", x->hedged ? "much slower than its "

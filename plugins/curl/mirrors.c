@@ -11,10 +11,10 @@
  * why: same-sized versions of an image are common, and one block of
  * another would be served as this one's.
  *
- * The mirrors are proven in a thread of their own, started after
- * nbdkit forks, so that none costs start-up a round trip: reads go to
- * url= until a mirror joins.  The same thread asks a source that failed
- * again when sources.c says it is due, with one GET of its first byte
+ * Each source has a thread, started after nbdkit forks, that proves it
+ * (a mirror) so that none costs start-up a round trip: reads go to url=
+ * until a mirror joins.  The same thread asks its source again when it
+ * failed and sources.c says it is due, with one GET of its first byte
  * that carries its pin (a mirror that changed answers 412 and stays
  * out).  Each mirror has its own pin, made from its own validators;
  * over HTTP/2 libcurl gives each origin its own connection.
@@ -32,10 +32,9 @@
 #include "curldefs.h"
 #include "secrets.h"
 
-static pthread_t thread;
-static bool started, stopping;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cond;     /* on CLOCK_MONOTONIC */
+/* One thread for each source (see prober). */
+static pthread_t threads[MAX_SOURCES];
+static unsigned nthreads;
 
 /* One mirror= URL checked into s: its scheme allowed and http or https,
  * its origin, and whether the user's secrets may go to it.
@@ -100,8 +99,11 @@ mirrors_config (void)
       return -1;
     }
     sources[nsources].id = nsources;
-    if (add_mirror (&sources[nsources], m->data, &home) == -1)
+    if (add_mirror (&sources[nsources], m->data, &home) == -1) {
+      free (sources[nsources].shown);
+      sources[nsources].shown = NULL;
       return -1;
+    }
     nsources++;
   }
   return 0;
@@ -171,7 +173,6 @@ probe_new (struct source *s, struct conn *c)
   info.etag_on_get = info.etag[0] != '\0';
   info.last_modified_on_get = info.last_modified[0] != '\0';
   s->info = info;
-  s->proven = true;
   s->pinned = remote_pin_of (&s->info, &s->pin, s->pin_header,
                              sizeof s->pin_header) && cfg.pin_object;
   nbdkit_debug ("mirror %s: the same object (%s)%s: in use", s->shown,
@@ -193,66 +194,51 @@ probe_again (struct source *s, struct conn *c)
     sources_set (s, SOURCE_DOWN, "asked again: it still fails");
 }
 
+/* Each source's own thread, on a connection of its own (not the
+ * pool's: a probe that hangs until timeout= holds neither the reads nor
+ * the other sources' probes): proves a mirror, and asks a source that
+ * failed again when it is due.
+ */
 static void *
 prober (void *arg)
 {
-  struct source *s;
-  struct conn *c;
-  int64_t wait_ns;
-  struct timespec ts;
+  struct source *s = arg;
+  struct conn *c = conn_new ();
 
-  (void) arg;
   remote_plugin_thread ();
-  pthread_mutex_lock (&lock);
-  while (!stopping) {
-    s = sources_due (&wait_ns);
-    if (s == NULL) {
-      if (wait_ns < 0)
-        pthread_cond_wait (&cond, &lock);
-      else {
-        clock_gettime (CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += wait_ns / 1000000000 + 1;
-        pthread_cond_timedwait (&cond, &lock, &ts);
-      }
-      continue;
-    }
-    pthread_mutex_unlock (&lock);
-    c = pool_get ();
-    if (c == NULL)
-      sources_set (s, SOURCE_DOWN, "no connection (reported above)");
-    else {
-      if (!s->proven)
-        probe_new (s, c);
-      else
-        probe_again (s, c);
-      pool_put (c);
-    }
-    pthread_mutex_lock (&lock);
+  if (c == NULL) {
+    nbdkit_error ("mirror %s: not used: no connection for it", s->shown);
+    return NULL;
   }
-  pthread_mutex_unlock (&lock);
+  while (sources_await (s)) {
+    if (!s->proven)
+      probe_new (s, c);
+    else
+      probe_again (s, c);
+  }
+  conn_free (c);
   return NULL;
 }
 
-/* .after_fork: the thread that proves mirrors, when there are any. */
+/* .after_fork: the threads that prove mirrors, when there are any. */
 int
 mirrors_start (void)
 {
-  pthread_condattr_t attr;
+  unsigned i;
   int err;
 
   if (nsources == 1)
     return 0;
   sources[0].lat_ns = timing_round_trip ();
-  pthread_condattr_init (&attr);
-  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
-  pthread_cond_init (&cond, &attr);
-  pthread_condattr_destroy (&attr);
-  err = pthread_create (&thread, NULL, prober, NULL);
-  if (err != 0) {
-    nbdkit_error ("mirror: pthread_create: %s", strerror (err));
-    return -1;
+  sources_start ();
+  for (i = 0; i < nsources; i++) {
+    err = pthread_create (&threads[i], NULL, prober, &sources[i]);
+    if (err != 0) {
+      nbdkit_error ("mirror: pthread_create: %s", strerror (err));
+      return -1;
+    }
+    nthreads++;
   }
-  started = true;
   return 0;
 }
 
@@ -261,14 +247,11 @@ mirrors_unload (void)
 {
   unsigned i;
 
-  if (started) {
+  if (nthreads > 0) {
     sources_stop ();
-    pthread_mutex_lock (&lock);
-    stopping = true;
-    pthread_cond_signal (&cond);
-    pthread_mutex_unlock (&lock);
-    pthread_join (thread, NULL);
-    started = false;
+    for (i = 0; i < nthreads; i++)
+      pthread_join (threads[i], NULL);
+    nthreads = 0;
     sources_print ();
   }
   for (i = 1; i < nsources; i++)

@@ -240,7 +240,9 @@ at_target (struct conn *c, struct xfer *x, struct target *t)
 
 /* The request at a mirror (mirror=), from its URL each time, by the
  * rules for url='s origin: only a mirror (or a hop) at that origin has
- * the user's secrets.  Its redirects are followed but not remembered.
+ * the user's secrets.  location-trusted=true lets url='s own redirects
+ * take them anywhere, not a mirror's: a mirror that redirects to itself
+ * would collect them.  Its redirects are followed but not remembered.
  */
 static int
 at_mirror (struct conn *c, struct xfer *x)
@@ -251,6 +253,7 @@ at_mirror (struct conn *c, struct xfer *x)
   CLEANUP_FREE char *end = NULL;
 
   rr.home = &x->src->home;
+  rr.location_trusted = false;
   return chain (&rr, c, x, x->src->url, &at, &trusted, &end);
 }
 

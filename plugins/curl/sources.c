@@ -9,6 +9,8 @@
  *
  *     wait for the first byte + (bytes still to come + B) / speed
  *
+ * (the bytes its running requests asked for and have not had yet)
+ *
  * so that a mirror four times slower gets a quarter of the bytes, not
  * half (splitting a file evenly makes the slowest source set the pace),
  * and one that falls behind gets less until it catches up.  A request
@@ -36,6 +38,8 @@ unsigned nsources = 1;
 struct source sources[MAX_SOURCES];
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond;     /* CLOCK_MONOTONIC: sources_start */
+static bool stopping;           /* see sources_stop */
 
 /* A source's speed is sampled over at least this much of the time it
  * has requests out: bytes that came in that time, over that time.
@@ -83,18 +87,29 @@ static double
 expected_locked (const struct source *s, uint64_t bytes, double best)
 {
   double rate = s->rate == 0 ? best : s->rate;
+  uint64_t come = __atomic_load_n (&s->recv, __ATOMIC_RELAXED) - s->recv_ended;
+  uint64_t to_come = s->outstanding - min64 (come, s->outstanding);
 
   if (s->running == 0 && rate < best / 8)
     rate = best / 8;
   if (rate <= 0)
     return (double) s->lat_ns;
-  return (double) s->lat_ns + (double) (s->outstanding + bytes) / rate;
+  return (double) s->lat_ns + (double) (to_come + bytes) / rate;
 }
 
 static bool
 usable (const struct source *s, const struct source *avoid)
 {
   return s != avoid && s->state == SOURCE_UP;
+}
+
+/* A source dropped after it was proven the same object: when none is
+ * up, better than the one that just failed.
+ */
+static bool
+fallback (const struct source *s, const struct source *avoid)
+{
+  return s != avoid && s->state == SOURCE_DOWN && s->proven;
 }
 
 /* The source for a request of bytes (not avoid, the one that just
@@ -122,21 +137,30 @@ sources_pick (uint64_t bytes, const struct source *avoid, int64_t *hedge_at)
     if (best == NULL || e < best_e)
       best = &sources[i], best_e = e;
   }
-  /* None up: the one due to be asked again first, url= on a tie. */
-  for (i = 0; best == NULL && i < nsources; i++)
-    if (sources[i].state == SOURCE_DOWN &&
+  /* None up: the one dropped that is due to be asked again first (url=
+   * on a tie), else the one that just failed.
+   */
+  for (i = 0; i < nsources; i++)
+    if ((best == NULL || best->state != SOURCE_UP) &&
+        fallback (&sources[i], avoid) &&
         (best == NULL || sources[i].down_until < best->down_until))
       best = &sources[i];
   if (best == NULL)
-    best = &sources[0];
+    best = avoid != NULL ? (struct source *) avoid : &sources[0];
   s = best;
   if (s->running++ == 0)
     s->busy_start = now;
   s->outstanding += bytes;
   s->requests++;
+  /* Nothing measured yet (a new connection's slow start, the first
+   * requests): no time to hold it to.
+   */
   best_e = expected_locked (s, 0, fastest);
-  *hedge_at = now + (int64_t) (4 * best_e) > now + HEDGE_MIN_NS
-    ? now + (int64_t) (4 * best_e) : now + HEDGE_MIN_NS;
+  if (s->rate == 0 && fastest == 0)
+    *hedge_at = 0;
+  else
+    *hedge_at = now + (int64_t) (4 * best_e) > now + HEDGE_MIN_NS
+      ? now + (int64_t) (4 * best_e) : now + HEDGE_MIN_NS;
   return s;
 }
 
@@ -157,8 +181,8 @@ sources_end (struct source *s, uint64_t asked, uint64_t got,
   int64_t now = monotonic_ns ();
   LOCK_FOR_SCOPE (&lock);
 
-  (void) got;
   sample_locked (s, now);
+  s->recv_ended += got;
   if (--s->running == 0)
     s->busy_total += now - s->busy_start;
   s->outstanding -= asked < s->outstanding ? asked : s->outstanding;
@@ -167,22 +191,38 @@ sources_end (struct source *s, uint64_t asked, uint64_t got,
       : (3 * s->lat_ns + first_byte_ns) / 4;
 }
 
-/* Whether some source other than s is up. */
+/* Whether some source other than s is up (or, with dropped, one that
+ * was dropped would do).
+ */
 static bool
-other_up_locked (const struct source *s)
+other_locked (const struct source *s, bool dropped)
 {
   unsigned i;
 
   for (i = 0; i < nsources; i++)
-    if (usable (&sources[i], s))
+    if (usable (&sources[i], s) || (dropped && fallback (&sources[i], s)))
       return true;
   return false;
 }
 
+/* s is down: asked again after twice as long as the last time, from
+ * DOWN_FIRST_NS up to DOWN_MAX_NS.
+ */
+static void
+drop_locked (struct source *s, int64_t now)
+{
+  s->down_ns = s->down_ns == 0 ? DOWN_FIRST_NS
+    : s->down_ns * 2 > DOWN_MAX_NS ? DOWN_MAX_NS : s->down_ns * 2;
+  s->down_until = now + s->down_ns;
+  s->state = SOURCE_DOWN;
+  pthread_cond_broadcast (&cond);
+}
+
 /* A request to s failed (why), or was too slow (hedged): s is dropped
  * for a while when another source can take its reads (true: ask
- * there).  With none other up it stays, and the caller retries as with
- * url= alone.
+ * there), even one dropped before, which may answer again (not for a
+ * hedge: that one was slower still).  With no other it stays, and the
+ * caller retries as with url= alone.
  */
 bool
 sources_fail (struct source *s, const char *why, bool hedged)
@@ -190,15 +230,12 @@ sources_fail (struct source *s, const char *why, bool hedged)
   int64_t now = monotonic_ns ();
   LOCK_FOR_SCOPE (&lock);
 
-  if (!other_up_locked (s))
+  if (!other_locked (s, !hedged))
     return false;
   s->failures++;
   s->hedges += hedged;
   if (s->state == SOURCE_UP) {
-    s->down_ns = s->down_ns == 0 ? DOWN_FIRST_NS
-      : s->down_ns * 2 > DOWN_MAX_NS ? DOWN_MAX_NS : s->down_ns * 2;
-    s->down_until = now + s->down_ns;
-    s->state = SOURCE_DOWN;
+    drop_locked (s, now);
     nbdkit_debug ("source %s: %s: its reads go to the other sources, "
                   "and it is asked again in %" PRIi64 " ms", s->shown, why,
                   s->down_ns / 1000000);
@@ -215,7 +252,7 @@ sources_hedge_due (const struct source *s, int64_t hedge_at)
   if (monotonic_ns () < hedge_at)
     return false;
   LOCK_FOR_SCOPE (&lock);
-  return other_up_locked (s);
+  return other_locked (s, false);
 }
 
 /* mirrors.c: s was proven the same object (SOURCE_UP), or refused. */
@@ -226,49 +263,67 @@ sources_set (struct source *s, enum source_state state, const char *why)
 
   if (state == SOURCE_UP && s->state == SOURCE_DOWN)
     nbdkit_debug ("source %s: answers again: back in use", s->shown);
-  if (state == SOURCE_UP)
+  if (state == SOURCE_UP) {
+    s->proven = true;
     s->down_ns = s->state == SOURCE_DOWN ? s->down_ns : 0;
+  }
   else if (state == SOURCE_DOWN) {
-    s->down_ns = s->down_ns == 0 ? DOWN_FIRST_NS
-      : s->down_ns * 2 > DOWN_MAX_NS ? DOWN_MAX_NS : s->down_ns * 2;
-    s->down_until = monotonic_ns () + s->down_ns;
+    drop_locked (s, monotonic_ns ());
     nbdkit_debug ("source %s: %s: asked again in %" PRIi64 " ms", s->shown,
                   why, s->down_ns / 1000000);
   }
   s->state = state;
 }
 
-/* mirrors.c's thread: the next source to probe (new, or down and due),
- * or NULL and in *wait_ns how long until one is due (-1: none ever).
+/* mirrors.c's thread for s: waits until s is to be probed (new, or
+ * dropped and due): true, or false once nbdkit unloads the plugin.
  */
-struct source *
-sources_due (int64_t *wait_ns)
+bool
+sources_await (struct source *s)
 {
-  int64_t now = monotonic_ns ();
-  unsigned i;
+  struct timespec ts;
   LOCK_FOR_SCOPE (&lock);
 
-  *wait_ns = -1;
-  for (i = 0; i < nsources; i++) {
-    struct source *s = &sources[i];
-
+  for (;;) {
+    if (__atomic_load_n (&stopping, __ATOMIC_RELAXED))
+      return false;
     if (s->state == SOURCE_PROBING ||
-        (s->state == SOURCE_DOWN && s->down_until <= now))
-      return s;
-    if (s->state == SOURCE_DOWN &&
-        (*wait_ns < 0 || s->down_until - now < *wait_ns))
-      *wait_ns = s->down_until - now;
+        (s->state == SOURCE_DOWN && s->down_until <= monotonic_ns ()))
+      return true;
+    if (s->state != SOURCE_DOWN)
+      pthread_cond_wait (&cond, &lock);
+    else {
+      ts.tv_sec = s->down_until / 1000000000;
+      ts.tv_nsec = s->down_until % 1000000000;
+      pthread_cond_timedwait (&cond, &lock, &ts);
+    }
   }
-  return NULL;
 }
 
-/* nbdkit unloads the plugin: mirrors.c's probes stop (callbacks.c). */
-static bool stopping;
+/* .after_fork, with mirrors: the condition mirrors.c's threads wait on
+ * (sources_await), signalled when a source is dropped.
+ */
+void
+sources_start (void)
+{
+  pthread_condattr_t attr;
 
+  pthread_condattr_init (&attr);
+  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+  pthread_cond_init (&cond, &attr);
+  pthread_condattr_destroy (&attr);
+}
+
+/* nbdkit unloads the plugin: mirrors.c's probes stop (callbacks.c) and
+ * their threads end.
+ */
 void
 sources_stop (void)
 {
+  LOCK_FOR_SCOPE (&lock);
+
   __atomic_store_n (&stopping, true, __ATOMIC_RELAXED);
+  pthread_cond_broadcast (&cond);
 }
 
 bool

@@ -39,6 +39,7 @@ struct xfer {
    * (0: never), and whether that was why the transfer stopped.
    */
   struct source *src;
+  uint64_t src_got;             /* body bytes it gave this try */
   int64_t hedge_at;
   bool hedged;
   bool once;                    /* not retried (mirrors.c's probes) */

@@ -10,22 +10,31 @@
 #  (a) Two mirrors of one image: nbdcopy copies it byte for byte, and
 #      all three servers served reads.
 #  (b) A mirror with another version of the same size (its own ETag),
-#      one without an ETag (etag off), one of another size: refused at
-#      start-up each with a message saying why, and asked nothing after
-#      the probe's one GET; the copy is right.  With checksum= the one
-#      without an ETag is used.
+#      one without validators (no ETag, no Last-Modified), one of
+#      another size: each refused with a message saying why, and asked
+#      nothing after the probe's one GET; the copy is right.  With
+#      checksum= the one without validators is used.
 #  (c) A mirror whose Repr-Digest agrees with url='s (its ETag is its
 #      own) is used; one whose Repr-Digest differs is refused.
 #  (d) A mirror killed (SIGKILL) in the middle of a copy: the copy
 #      completes byte for byte, in far less than timeout=, and nbdkit
-#      says the mirror was dropped.
+#      says the mirror was dropped; with a reader of one read at a time,
+#      a read-ahead GET cut off goes on at url= from where it stopped.
 #  (e) A mirror that stops answering (SIGSTOP) in the middle of a copy:
 #      its reads are asked of url= (hedged) and the copy completes long
 #      before timeout=.
 #  (f) A mirror at a quarter of url='s rate serves fewer bytes than
 #      url=, and some.
 #  (g) Secrets: user=, password= and header= go to url='s server only,
-#      not to a mirror at another origin (another port).
+#      not to a mirror at another origin (another port), nor with
+#      location-trusted=true to where a mirror redirects.
+#  (i) url= dropped (it stopped answering) and then the mirror's object
+#      changing: the reads go back to url=, and the copy completes.
+#  (j) A mirror that cuts answers longer than 1 MiB off half-way (a
+#      fault server): one reader of 1 MiB at a time gets the image's bytes,
+#      and read-ahead's GETs cut off go on at url= from mid-range.
+#  (k) A mirror that never answers holds up neither another mirror's
+#      proof nor nbdkit's exit.
 #  (h) Bad values: a mirror that is a file: URL or not a URL, mirror=
 #      with a file: url=, and a writable connection with mirrors.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -34,6 +43,7 @@ set -e
 source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_plugin
 requires nbdcopy
+requires_nbdsh
 
 make_cert
 size=$((48 * 1024 * 1024))
@@ -63,15 +73,27 @@ bytes ()
   awk '$2 == "GET" && $6 ~ /disk.img/ { n += $5 } END { print n + 0 }' "$1"
 }
 
+# copy_ok NAME PARAMS...: nbdkit on the plugin with PARAMS; once it has
+# said of each mirror= whether it is used, nbdcopy copies the export,
+# which must be the image.  nbdkit's stderr in $tmp/NAME.err.
 copy_ok ()
 {
-  local name=$1
+  local name=$1 a n=0 i
   shift
+  for a in "$@"; do
+    case $a in mirror=*) n=$((n + 1)) ;; esac
+  done
   : >"$tmp/access.log"
-  nbdkit -r -U - -v "$PLUGIN" "$@" "$ca" \
-         --run "timeout $client_timeout nbdcopy \"\$uri\" $tmp/$name.img" \
-         2>"$tmp/$name.err" || { tail -30 "$tmp/$name.err" >&2;
-                                 fail "($name) the copy failed"; }
+  start_nbdkit "$name" -r -v "$PLUGIN" "$@" "$ca"
+  for ((i = 0; i < 100; i++)); do
+    [ "$(grep -c 'mirror https.*: \(the same object\|not used\)' \
+           "$tmp/$name.err")" -ge "$n" ] && break
+    sleep 0.1
+  done
+  [ "$i" -lt 100 ] || fail "($name) nbdkit did not say whether it uses each mirror"
+  timeout "$client_timeout" nbdcopy "$uri" "$tmp/$name.img" ||
+    fail "($name) the copy failed"
+  stop_nbdkit "$name"
   assert_same_file "$image" "$tmp/$name.img"
   rm -f "$tmp/$name.img"
 }
@@ -94,9 +116,9 @@ grep -q "source https://127.0.0.1:$m1_tlsport/disk.img: [0-9]* requests" \
      "$tmp/a.err" || fail "(a) no count of m1's requests at exit"
 
 # (b) m3: another version, same size, its own mtime (another ETag); m4:
-# no ETag; m5: another size.
+# no validators; m5: another size.
 mirror m3
-mirror m4 'etag off;'
+mirror m4 'etag off; add_header Last-Modified "";'
 mirror m5
 make_random_file "$tmp/nginx-m3/www/disk.img" "$size"
 make_random_file "$tmp/nginx-m5/www/disk.img" $((size + 512))
@@ -134,35 +156,59 @@ grep -qi "not used: its repr-digest states another sha256" "$tmp/c2.err" ||
 
 # (d) and (e): url= and a mirror each at 8 MB/s a connection, over 2
 # connections, so that the copy lasts a few seconds; the mirror killed,
-# or stopped, 0.7 s in.
+# or stopped, 0.7 s in.  The client is nbdcopy, whose reads go out in
+# batches, or (qd1) one reader of 1 MiB at a time, whose reads
+# read-ahead serves: one of its GETs cut off goes on at url= from the
+# byte where it stopped.
 slow="https://127.0.0.1:$tlsport/slow/disk.img"
+cat >"$tmp/qd1.py" <<'EOF'
+import nbd, os, sys
+data = open(os.environ["FILE"], "rb").read()
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+step = 1 << 20
+for off in range(0, len(data), step):
+    n = min(step, len(data) - off)
+    assert h.pread(n, off) == data[off:off + n], "read at %d differs" % off
+h.shutdown()
+EOF
 middle_of_copy ()
 {
-  local name=$1 sig=$2 m=$3 pid t0 copier
-  eval "pid=\$${m}_pid"
+  local name=$1 sig=$2 m=$3 client=$4 pid port t0 copier
+  eval "pid=\$${m}_pid port=\$${m}_tlsport"
+  start_nbdkit "$name" -r -v "$PLUGIN" "$slow" \
+    "mirror=https://127.0.0.1:$port/disk.img" "$ca" connections=2 timeout=30
   t0=$EPOCHREALTIME
-  nbdkit -r -U - -v "$PLUGIN" "$slow" "mirror=https://127.0.0.1:$(eval echo \$${m}_tlsport)/disk.img" \
-         "$ca" connections=2 timeout=30 \
-         --run "timeout $client_timeout nbdcopy \"\$uri\" $tmp/$name.img" \
-         2>"$tmp/$name.err" &
+  if [ "$client" = qd1 ]; then
+    FILE=$image timeout "$client_timeout" "$PYTHON_NBD" "$tmp/qd1.py" "$uri" &
+  else
+    timeout "$client_timeout" nbdcopy "$uri" "$tmp/$name.img" &
+  fi
   copier=$!
   sleep 0.7
   kill "-$sig" "$pid" $(pgrep -P "$pid") 2>/dev/null || true
   wait "$copier" || { tail -20 "$tmp/$name.err" >&2;
                       fail "($name) the copy failed"; }
   secs=$(seconds_since "$t0")
-  assert_same_file "$image" "$tmp/$name.img"
-  rm -f "$tmp/$name.img"
-  grep -q "source https://127.0.0.1:[0-9]*/disk.img: .*: its reads go to the other sources" \
+  stop_nbdkit "$name"
+  if [ "$client" != qd1 ]; then
+    assert_same_file "$image" "$tmp/$name.img"
+    rm -f "$tmp/$name.img"
+  fi
+  grep -q "source https://127.0.0.1:$port/disk.img: .*: its reads go to the other sources" \
        "$tmp/$name.err" || fail "($name) nbdkit did not say the mirror was dropped"
   awk -v s="$secs" 'BEGIN { exit !(s < 15) }' ||
     fail "($name) the copy took $secs s"
   echo "($name) copy in $secs s; the mirror served $(gets $m) GETs"
 }
 mirror m7 'limit_rate 8m;'
-middle_of_copy d KILL m7
+middle_of_copy d KILL m7 nbdcopy
+mirror m7b 'limit_rate 8m;'
+middle_of_copy d2 KILL m7b qd1
+grep -q "read-ahead: bytes [0-9]*-[0-9]*: going on from byte [0-9]* at another source" \
+     "$tmp/d2.err" || fail "(d) no read-ahead GET went on at url="
 mirror m8 'limit_rate 8m;'
-middle_of_copy e STOP m8
+middle_of_copy e STOP m8 nbdcopy
 grep -q "much slower than its answers so far" "$tmp/e.err" ||
   fail "(e) the stopped mirror's reads were not hedged"
 kill -CONT "$m8_pid" $(pgrep -P "$m8_pid") 2>/dev/null || true
@@ -189,6 +235,84 @@ grep -q 'auth="Basic [^"]' "$tmp/nginx-m1.log" &&
   fail "(g) the mirror was not used"
 ! grep -v 'auth="-" token="-"' "$tmp/nginx-m2.log" | grep -q GET ||
   fail "(g) the mirror at another origin got the credentials"
+
+# location-trusted=true lets url='s redirects take the secrets anywhere,
+# not a mirror's: m10 redirects to itself, and must not get them.
+start_nginx_named m10 'location = /r/disk.img { return 302 /disk.img; }'
+cp -p "$image" "$tmp/nginx-m10/www/disk.img"
+copy_ok g2 "$m1_url" "mirror=https://127.0.0.1:$m10_tlsport/r/disk.img" \
+        user=alice password=s3cret 'header=X-Token: t0ken' location-trusted=true
+[ "$(grep -c 'GET /disk.img' "$tmp/nginx-m10.log")" -ge 2 ] ||
+  fail "(g) the redirecting mirror was not used"
+! grep -v 'auth="-" token="-"' "$tmp/nginx-m10.log" | grep -q GET ||
+  fail "(g) a mirror's redirect got the credentials with location-trusted=true"
+
+# (i) url= stops answering (SIGSTOP) and is dropped; then the mirror's
+# object changes (412 to its pin): the mirror's reads go back to the
+# dropped url=, which answers once they have, and the copy completes.  Both at 2
+# MB/s a connection over 2 connections: about 6 s for the copy.
+start_nginx_named u 'location / { limit_rate 2m; }'
+cp -p "$image" "$tmp/nginx-u/www/disk.img"
+mirror m11 'limit_rate 2m;'
+nbdkit -r -U - -v "$PLUGIN" "https://127.0.0.1:$u_tlsport/disk.img" \
+       "mirror=$m11_url" "$ca" connections=2 \
+       --run "timeout $client_timeout nbdcopy \"\$uri\" $tmp/i.img" \
+       2>"$tmp/i.err" &
+copier=$!
+sleep 1
+kill -STOP "$u_pid" $(pgrep -P "$u_pid")
+wait_log "$tmp/i.err" "source https://127.0.0.1:$u_tlsport/disk.img: much slower"
+touch "$tmp/nginx-m11/www/disk.img"
+# url= answers again only once the mirror's reads have gone to it.
+wait_log "$tmp/i.err" "source $m11_url: .*changed.*: its reads go to the other sources"
+kill -CONT "$u_pid" $(pgrep -P "$u_pid")
+wait "$copier" || { tail -20 "$tmp/i.err" >&2; fail "(i) the copy failed"; }
+assert_same_file "$image" "$tmp/i.img"
+rm -f "$tmp/i.img"
+
+# (j) Two fault servers of the same file (so the same ETag): url=
+# answers well, the mirror cuts every GET longer than 1 MiB off half-way.
+# One reader of 1 MiB at a time: read-ahead's GETs cut off at the mirror
+# go on at url= from the byte where they stopped, and every read gives
+# the image's bytes.
+fault_source ()
+{
+  local name=$1 mode=$2
+  "$PYTHON" "$helpers_srcdir/fault-server.py" --mode "$mode" \
+    --file "$image" --log "$tmp/$name.log" --port-file "$tmp/$name.port" \
+    </dev/null >"$tmp/$name.out" 2>&1 &
+  await_port_file $! "$tmp/$name.port" "$tmp/$name.out" "$name"
+}
+fault_source fu normal
+fault_source fm truncate-long
+start_nbdkit j -r -v "$PLUGIN" "http://127.0.0.1:$(cat "$tmp/fu.port")/disk.img" \
+  "mirror=http://127.0.0.1:$(cat "$tmp/fm.port")/disk.img"
+wait_log "$tmp/j.err" "mirror http://127.0.0.1:.*: the same object"
+FILE=$image timeout "$client_timeout" "$PYTHON_NBD" "$tmp/qd1.py" "$uri" ||
+  fail "(j) the reads failed"
+stop_nbdkit j
+grep -q "status=206 sent=" "$tmp/fm.log" || fail "(j) the mirror served nothing"
+awk '/going on from byte/ {
+       split ($0, a, "bytes "); split (a[2], r, "-"); first = r[1] + 0
+       n = split ($0, w, " "); for (i = 1; i <= n; i++)
+         if (w[i] == "byte") at = w[i + 1] + 0
+       if (at > first) found = 1
+     }
+     END { exit !found }' "$tmp/j.err" ||
+  fail "(j) no read-ahead GET went on from the middle of its range"
+
+# (k) A mirror that never answers (stopped before nbdkit starts) holds
+# up neither the other mirror's proof nor nbdkit's exit.
+mirror m12
+kill -STOP "$m12_pid" $(pgrep -P "$m12_pid")
+start_nbdkit k -r -v "$PLUGIN" "$url" "mirror=$m12_url" "mirror=$m1_url" "$ca"
+wait_log "$tmp/k.err" "mirror $m1_url: the same object"
+t0=$EPOCHREALTIME
+stop_nbdkit k
+secs=$(seconds_since "$t0")
+awk -v s="$secs" 'BEGIN { exit !(s < 5) }' ||
+  fail "(k) nbdkit took $secs s to stop with a mirror's probe hanging"
+kill -CONT "$m12_pid" $(pgrep -P "$m12_pid")
 
 # (h)
 expect_nbdkit_fails h1 -r "$PLUGIN" "$url" mirror=file:///etc/hostname
