@@ -873,6 +873,18 @@ class TruncateSome(Handler):
             super().serve_range(data, start, end)
 
 
+class TruncateLong(Handler):
+    """Ranged GETs of more than 1 MiB (read-ahead's, longer than a
+    client's reads of 1 MiB): half the body, then the connection
+    closes."""
+
+    def serve_range(self, data, start, end):
+        if end - start + 1 > 1024 * 1024:
+            half_answer(self, data, start, end, lambda: None)
+        else:
+            super().serve_range(data, start, end)
+
+
 class Unavailable503Some(Handler):
     """Every third ranged GET: 503 Service Unavailable."""
 
@@ -1365,6 +1377,7 @@ MODES = {
     "normal": Handler,
     "reset-some": ResetSome,
     "truncate-some": TruncateSome,
+    "truncate-long": TruncateLong,
     "503-some": Unavailable503Some,
     "429-some": TooMany429Some,
     "stall-some": StallSome,
