@@ -205,9 +205,12 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     multipart_feed (&x->a.mp, data, len);     /* refusals: a.mp.refused */
   if (!callbacks_judge (x))
     return 0;
-  if (x->src != NULL) {
+  /* A read's (engine.c's attempt): not a probe's, which is no read and
+   * never counted as running (mirrors.c).
+   */
+  if (x->src != NULL && !x->once) {
+    sources_got (x->src, len, x->src_got == 0);
     x->src_got += len;
-    sources_got (x->src, len);
   }
   if (x->sink != NULL) {
     if (!x->sink (x->sink_data, x->sink_base + pos, data, len)) {

@@ -148,6 +148,7 @@ struct source {
   enum source_state state;
   int64_t down_until, down_ns;  /* when to ask again, how long after */
   unsigned running;             /* requests out */
+  unsigned flowing;             /* ... whose answers are coming */
   uint64_t outstanding;         /* bytes its running requests asked */
   uint64_t recv, recv_sampled;  /* body bytes come (atomic) */
   uint64_t recv_ended;          /* ... for requests that ended */
@@ -162,7 +163,7 @@ extern bool sources_many (void);
 extern struct source *sources_pick (uint64_t bytes,
                                     const struct source *avoid,
                                     int64_t *hedge_at);
-extern void sources_got (struct source *s, size_t n);
+extern void sources_got (struct source *s, size_t n, bool first);
 extern void sources_end (struct source *s, uint64_t asked, uint64_t got,
                          int64_t first_byte_ns);
 extern bool sources_fail (struct source *s, const char *why, bool hedged);

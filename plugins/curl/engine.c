@@ -213,7 +213,7 @@ static int
 attempt (struct conn *c, struct xfer *x)
 {
   struct source *failed = NULL;
-  curl_off_t us;
+  curl_off_t pre, first;
   unsigned n;
   int r;
 
@@ -228,10 +228,16 @@ attempt (struct conn *c, struct xfer *x)
     x->hedged = false;
     x->src_got = 0;
     r = route_attempt (c, x);
-    us = 0;
-    if (r == 0)
-      curl_easy_getinfo (c->easy, CURLINFO_STARTTRANSFER_TIME_T, &us);
-    sources_end (x->src, bytes, x->src_got, (int64_t) us * 1000);
+    /* From the request sent to its first byte: not the connection's
+     * set-up, nor a wait for a stream of its own.
+     */
+    pre = first = 0;
+    if (r == 0) {
+      curl_easy_getinfo (c->easy, CURLINFO_PRETRANSFER_TIME_T, &pre);
+      curl_easy_getinfo (c->easy, CURLINFO_STARTTRANSFER_TIME_T, &first);
+    }
+    sources_end (x->src, bytes, x->src_got,
+                 first > pre ? (int64_t) (first - pre) * 1000 : 0);
     if (r == 0 || n + 1 >= nsources || !source_failed (x))
       return r;
     snprintf (why, sizeof why, "%s", x->hedged ? "much slower than its "

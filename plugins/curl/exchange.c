@@ -227,8 +227,9 @@ exchange_end (struct conn *c, struct xfer *x, CURLcode rc)
   if (curl_debug_requests) {
     curl_easy_getinfo (e, CURLINFO_TOTAL_TIME_T, &usecs);
     nbdkit_debug ("%s %s: %" PRIu64 "+%" PRIu32 " in %u ranges: HTTP %ld: "
-                  "%" PRIi64 " us", x->what, cfg.shown_url, x->offset, x->count,
-                  x->q.nranges, x->a.status, (int64_t) usecs);
+                  "%" PRIi64 " us", x->what,
+                  x->src != NULL ? x->src->shown : cfg.shown_url, x->offset,
+                  x->count, x->q.nranges, x->a.status, (int64_t) usecs);
   }
 
   /* The list set for this request is freed here: the handle goes back

@@ -3,26 +3,27 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * Which source a read goes to, when mirror= names more than url=: the
- * one expected to answer it first.  Each source's speed is measured as
- * its answers come (bytes a second while it has requests out, and the
- * wait for a first byte), and a request of B bytes is expected at
+ * one expected to answer it first.  Each source is taken for a pipe: a
+ * wait L for a first byte, then a speed R, both measured as its
+ * answers come (R over the time some answer of its was coming, not the
+ * waits for first bytes).  A request of B bytes, asked of a source
+ * whose running requests still wait for Q bytes, is expected at
  *
- *     wait for the first byte + (bytes still to come + B) / speed
+ *     max (L, Q / R) + B / R
  *
- * (the bytes its running requests asked for and have not had yet)
- *
- * so that a mirror four times slower gets a quarter of the bytes, not
- * half (splitting a file evenly makes the slowest source set the pace),
- * and one that falls behind gets less until it catches up.  A request
- * that takes much longer than that is stopped and asked of another
- * source (sources_hedge_due); a source that fails, changes or stalls is
- * dropped and asked again later by mirrors.c, with a longer wait each
- * time it fails again.  When every source is down, reads go to the one
+ * (its request goes out at once, and its bytes follow those queued, or
+ * the wait, whichever is longer), so that a mirror four times slower
+ * gets a fifth of the bytes, not half (splitting a file evenly makes
+ * the slowest source set the pace), and one that falls behind gets
+ * less until it catches up.  A request that takes much longer than
+ * that is stopped and asked of another source (sources_hedge_due); a
+ * source that fails, changes or stalls is dropped and asked again later
+ * by mirrors.c, with a longer wait each time it fails again.  When every source is down, reads go to the one
  * that is due first, and fail as they would with url= alone.
  *
- * One lock guards the table's scheduling fields: it is taken once as a
- * request begins and once as it ends, not for each piece of body
- * (sources_got counts those with an atomic add).
+ * One lock guards the table's scheduling fields: it is taken as a
+ * request begins, at its first byte and as it ends, not for each piece
+ * of body (sources_got counts those with an atomic add).
  */
 
 #include <config.h>
@@ -67,7 +68,7 @@ static void
 sample_locked (struct source *s, int64_t now)
 {
   uint64_t recv = __atomic_load_n (&s->recv, __ATOMIC_RELAXED);
-  int64_t busy = s->busy_total + (s->running > 0 ? now - s->busy_start : 0);
+  int64_t busy = s->busy_total + (s->flowing > 0 ? now - s->busy_start : 0);
   double r;
 
   if (busy - s->busy_sampled < SAMPLE_NS)
@@ -89,12 +90,14 @@ expected_locked (const struct source *s, uint64_t bytes, double best)
   double rate = s->rate == 0 ? best : s->rate;
   uint64_t come = __atomic_load_n (&s->recv, __ATOMIC_RELAXED) - s->recv_ended;
   uint64_t to_come = s->outstanding - min64 (come, s->outstanding);
+  double queued;
 
   if (s->running == 0 && rate < best / 8)
     rate = best / 8;
   if (rate <= 0)
     return (double) s->lat_ns;
-  return (double) s->lat_ns + (double) (to_come + bytes) / rate;
+  queued = to_come / rate;
+  return (queued > s->lat_ns ? queued : (double) s->lat_ns) + bytes / rate;
 }
 
 static bool
@@ -148,8 +151,7 @@ sources_pick (uint64_t bytes, const struct source *avoid, int64_t *hedge_at)
   if (best == NULL)
     best = avoid != NULL ? (struct source *) avoid : &sources[0];
   s = best;
-  if (s->running++ == 0)
-    s->busy_start = now;
+  s->running++;
   s->outstanding += bytes;
   s->requests++;
   /* Nothing measured yet (a new connection's slow start, the first
@@ -164,11 +166,19 @@ sources_pick (uint64_t bytes, const struct source *avoid, int64_t *hedge_at)
   return s;
 }
 
-/* n bytes of body came from s (callbacks.c, on each piece). */
+/* n bytes of body came from s (callbacks.c, on each piece); first: the
+ * first of a request's answer, which from now on is coming.
+ */
 void
-sources_got (struct source *s, size_t n)
+sources_got (struct source *s, size_t n, bool first)
 {
   __atomic_add_fetch (&s->recv, n, __ATOMIC_RELAXED);
+  if (first) {
+    LOCK_FOR_SCOPE (&lock);
+
+    if (s->flowing++ == 0)
+      s->busy_start = monotonic_ns ();
+  }
 }
 
 /* A request to s for asked bytes ended, with got of them, its first
@@ -183,12 +193,19 @@ sources_end (struct source *s, uint64_t asked, uint64_t got,
 
   sample_locked (s, now);
   s->recv_ended += got;
-  if (--s->running == 0)
+  s->running--;
+  if (got > 0 && --s->flowing == 0)
     s->busy_total += now - s->busy_start;
   s->outstanding -= asked < s->outstanding ? asked : s->outstanding;
-  if (first_byte_ns > 0)
-    s->lat_ns = s->lat_ns == 0 ? first_byte_ns
-      : (3 * s->lat_ns + first_byte_ns) / 4;
+  /* The wait for a first byte is a round trip and the server's time,
+   * and over HTTP/2 also the bytes of other streams sent before it:
+   * those the speed counts already.  So the estimate follows the
+   * shortest waits at once, and longer ones slowly.
+   */
+  if (first_byte_ns > 0 && (s->lat_ns == 0 || first_byte_ns < s->lat_ns))
+    s->lat_ns = first_byte_ns;
+  else if (first_byte_ns > 0)
+    s->lat_ns += (first_byte_ns - s->lat_ns) / 32;
 }
 
 /* Whether some source other than s is up (or, with dropped, one that
