@@ -211,6 +211,7 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
   if (x->src != NULL && !x->once) {
     sources_got (x->src, len, x->src_got == 0);
     x->src_got += len;
+    x->last_byte_ns = monotonic_ns ();
   }
   if (x->sink != NULL) {
     if (!x->sink (x->sink_data, x->sink_base + pos, data, len)) {
@@ -266,8 +267,8 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
     }
   }
   /* Much slower than its source's answers: asked of another (engine.c). */
-  if (x->hedge_at != 0 && !x->hedged &&
-      sources_hedge_due (x->src, x->hedge_at)) {
+  if (x->src != NULL && !x->once && !x->hedged &&
+      sources_hedge_due (x->src, x->hedge_at, x->last_byte_ns)) {
     x->hedged = x->a.stopped = true;
     return 1;
   }

@@ -167,7 +167,8 @@ extern void sources_got (struct source *s, size_t n, bool first);
 extern void sources_end (struct source *s, uint64_t asked, uint64_t got,
                          int64_t first_byte_ns);
 extern bool sources_fail (struct source *s, const char *why, bool hedged);
-extern bool sources_hedge_due (const struct source *s, int64_t hedge_at);
+extern bool sources_hedge_due (const struct source *s, int64_t hedge_at,
+                               int64_t last_byte_ns);
 extern void sources_set (struct source *s, enum source_state state,
                          const char *why);
 extern bool sources_await (struct source *s);

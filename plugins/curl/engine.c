@@ -225,6 +225,7 @@ attempt (struct conn *c, struct xfer *x)
     char why[sizeof x->why + 40];
 
     x->src = sources_pick (bytes, failed, &x->hedge_at);
+    x->last_byte_ns = monotonic_ns ();
     x->hedged = false;
     x->src_got = 0;
     r = route_attempt (c, x);
@@ -240,8 +241,14 @@ attempt (struct conn *c, struct xfer *x)
                  first > pre ? (int64_t) (first - pre) * 1000 : 0);
     if (r == 0 || n + 1 >= nsources || !source_failed (x))
       return r;
-    snprintf (why, sizeof why, "%s", x->hedged ? "much slower than its "
-              "answers so far" : x->why);
+    if (!x->hedged)
+      snprintf (why, sizeof why, "%s", x->why);
+    else if (monotonic_ns () - x->last_byte_ns >= 500000000)
+      snprintf (why, sizeof why, "too slow: no byte for %" PRIi64 " ms",
+                (monotonic_ns () - x->last_byte_ns) / 1000000);
+    else
+      snprintf (why, sizeof why, "too slow: much longer than its answers "
+                "so far");
     if (!sources_fail (x->src, why, x->hedged) || !resume_stream (x))
       return r;
     failed = x->src;

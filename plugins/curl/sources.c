@@ -42,8 +42,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond;     /* CLOCK_MONOTONIC: sources_start */
 static bool stopping;           /* see sources_stop */
 
-/* A source's speed is sampled over at least this much of the time it
- * has requests out: bytes that came in that time, over that time.
+/* A source's speed is sampled over at least this much of the time some
+ * answer of its was coming: bytes that came in that time, over it.
  */
 #define SAMPLE_NS (100 * INT64_C (1000000))
 /* Dropped sources are asked again after 2 s, then 4, 8... at most 60. */
@@ -79,6 +79,13 @@ sample_locked (struct source *s, int64_t now)
   s->busy_sampled = busy;
 }
 
+/* Before any source's speed was measured, each is taken to deliver a
+ * byte a nanosecond (1 GB/s): the bytes each has still to come then
+ * count against it as well as its wait for a first byte, and a source
+ * whose wait is a little longer still gets its share.
+ */
+#define NOMINAL_RATE 1.0
+
 /* How long a request of bytes at s would take (ns).  A source not yet
  * measured is taken to be as fast as the fastest that is; one left idle
  * is taken to be at least an eighth as fast, so that a source measured
@@ -87,7 +94,7 @@ sample_locked (struct source *s, int64_t now)
 static double
 expected_locked (const struct source *s, uint64_t bytes, double best)
 {
-  double rate = s->rate == 0 ? best : s->rate;
+  double rate = s->rate != 0 ? s->rate : best != 0 ? best : NOMINAL_RATE;
   uint64_t come = __atomic_load_n (&s->recv, __ATOMIC_RELAXED) - s->recv_ended;
   uint64_t to_come = s->outstanding - min64 (come, s->outstanding);
   double queued;
@@ -260,15 +267,24 @@ sources_fail (struct source *s, const char *why, bool hedged)
   return true;
 }
 
-/* In the middle of a request to s (libcurl's progress callback): is it
- * past hedge_at, with another source up to ask instead?
+/* In the middle of a request to s (libcurl's progress callback), its
+ * last byte at last_byte_ns: is it past hedge_at (0: none), or stalled
+ * (no byte for four of s's waits for a first byte, and HEDGE_MIN_NS),
+ * with another source up to ask instead?  A source whose wait was never
+ * measured is not held to it: its first answer may need a connection.
  */
 bool
-sources_hedge_due (const struct source *s, int64_t hedge_at)
+sources_hedge_due (const struct source *s, int64_t hedge_at,
+                   int64_t last_byte_ns)
 {
-  if (monotonic_ns () < hedge_at)
+  int64_t now = monotonic_ns ();
+  bool late = hedge_at != 0 && now >= hedge_at;
+
+  if (!late && now - last_byte_ns < HEDGE_MIN_NS)
     return false;
   LOCK_FOR_SCOPE (&lock);
+  if (!late && (s->lat_ns == 0 || now - last_byte_ns < 4 * s->lat_ns))
+    return false;
   return other_locked (s, false);
 }
 
