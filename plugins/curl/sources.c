@@ -16,10 +16,11 @@
  * gets a fifth of the bytes, not half (splitting a file evenly makes
  * the slowest source set the pace), and one that falls behind gets
  * less until it catches up.  A request that takes much longer than
- * that is stopped and asked of another source (sources_hedge_due); a
- * source that fails, changes or stalls is dropped and asked again later
- * by mirrors.c, with a longer wait each time it fails again.  When every source is down, reads go to the one
- * that is due first, and fail as they would with url= alone.
+ * that, or whose bytes stop coming, is stopped and asked of another
+ * source (sources_hedge_due); a source that fails, changes or stalls is
+ * dropped and asked again later by mirrors.c, with a longer wait each
+ * time it fails again.  When every source is down, reads go to the one
+ * dropped that is due first, and fail as they would with url= alone.
  *
  * One lock guards the table's scheduling fields: it is taken as a
  * request begins, at its first byte and as it ends, not for each piece
