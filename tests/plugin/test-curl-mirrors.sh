@@ -251,10 +251,10 @@ copy_ok g2 "$m1_url" "mirror=https://127.0.0.1:$m10_tlsport/r/disk.img" \
 start_nginx_named u 'location / { limit_rate 2m; }'
 cp -p "$image" "$tmp/nginx-u/www/disk.img"
 mirror m11 'limit_rate 2m;'
-nbdkit -r -U - -v "$PLUGIN" "https://127.0.0.1:$u_tlsport/disk.img" \
-       "mirror=$m11_url" "$ca" connections=2 \
-       --run "timeout $client_timeout nbdcopy \"\$uri\" $tmp/i.img" \
-       2>"$tmp/i.err" &
+start_nbdkit i -r -v "$PLUGIN" "https://127.0.0.1:$u_tlsport/disk.img" \
+  "mirror=$m11_url" "$ca" connections=2
+wait_log "$tmp/i.err" "mirror $m11_url: the same object"
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/i.img" &
 copier=$!
 sleep 1
 kill -STOP "$u_pid" $(pgrep -P "$u_pid")
@@ -264,6 +264,7 @@ touch "$tmp/nginx-m11/www/disk.img"
 wait_log "$tmp/i.err" "source $m11_url: .*changed.*: its reads go to the other sources"
 kill -CONT "$u_pid" $(pgrep -P "$u_pid")
 wait "$copier" || { tail -20 "$tmp/i.err" >&2; fail "(i) the copy failed"; }
+stop_nbdkit i
 assert_same_file "$image" "$tmp/i.img"
 rm -f "$tmp/i.img"
 
