@@ -239,6 +239,16 @@ read_cb (char *data, size_t size, size_t nmemb, void *opaque)
   return len;
 }
 
+/* Whether x's request went out (its connection is set up). */
+static bool
+request_sent (const struct xfer *x)
+{
+  curl_off_t sent = 0;
+
+  curl_easy_getinfo (x->conn->easy, CURLINFO_PRETRANSFER_TIME_T, &sent);
+  return sent > 0;
+}
+
 /* libcurl calls this at least once a second during a transfer, and on
  * each piece of data.  It ends a transfer early when nbdkit is shutting
  * down (a server that went silent must not hold up nbdkit's exit for
@@ -266,8 +276,13 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
       return 1;
     }
   }
-  /* Much slower than its source's answers: asked of another (engine.c). */
-  if (x->src != NULL && !x->once && !x->hedged &&
+  /* Much slower than its source's answers: asked of another (engine.c).
+   * No byte yet, and the request not sent yet (its connection is being
+   * set up): its wait has not begun.
+   */
+  if (x->src != NULL && x->src_got == 0 && !request_sent (x))
+    x->last_byte_ns = monotonic_ns ();
+  if (x->src != NULL && !x->once && !x->hedged && !x->hedge_off &&
       sources_hedge_due (x->src, x->hedge_at, x->last_byte_ns)) {
     x->hedged = x->a.stopped = true;
     return 1;

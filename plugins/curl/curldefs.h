@@ -169,6 +169,7 @@ extern void sources_end (struct source *s, uint64_t asked, uint64_t got,
 extern bool sources_fail (struct source *s, const char *why, bool hedged);
 extern bool sources_hedge_due (const struct source *s, int64_t hedge_at,
                                int64_t last_byte_ns);
+extern void sources_probed (struct source *s, int64_t wait_ns);
 extern void sources_set (struct source *s, enum source_state state,
                          const char *why);
 extern bool sources_await (struct source *s);

@@ -204,10 +204,30 @@ source_failed (const struct xfer *x)
                        x->v != VERDICT_NOT_THE_PARTS_ASKED_FOR);
 }
 
+/* Why x failed at its source, for sources_fail: its answer's fault,
+ * or (hedged) how it was too slow.
+ */
+static void
+hedge_why (const struct xfer *x, char *why, size_t size)
+{
+  int64_t still = monotonic_ns () - x->last_byte_ns;
+
+  if (!x->hedged)
+    snprintf (why, size, "%s", x->why);
+  else if (still >= 500000000)
+    snprintf (why, size, "too slow: no byte for %" PRIi64 " ms",
+              still / 1000000);
+  else
+    snprintf (why, size, "too slow: much longer than its answers so far");
+}
+
 /* One try of x on c (route_attempt).  A read with mirrors goes to the
  * source expected to answer it first (sources.c), and at once to
  * another when that one fails or is much slower than its answers have
  * been: that costs no retry, and the source is dropped for a while.
+ * A read stopped as too slow never fails for that: when no other
+ * source is left to ask, it is asked again and waited for, as with
+ * url= alone.
  */
 static int
 attempt (struct conn *c, struct xfer *x)
@@ -215,8 +235,10 @@ attempt (struct conn *c, struct xfer *x)
   struct source *failed = NULL;
   curl_off_t pre, first;
   unsigned n;
+  bool other;
   int r;
 
+  x->hedge_off = false;
   if (!sources_many () || x->once || x->q.method != GET ||
       !remote_is_serving ())
     return route_attempt (c, x);
@@ -239,17 +261,19 @@ attempt (struct conn *c, struct xfer *x)
     }
     sources_end (x->src, bytes, x->src_got,
                  first > pre ? (int64_t) (first - pre) * 1000 : 0);
-    if (r == 0 || n + 1 >= nsources || !source_failed (x))
+    if (r == 0 || !source_failed (x))
       return r;
-    if (!x->hedged)
-      snprintf (why, sizeof why, "%s", x->why);
-    else if (monotonic_ns () - x->last_byte_ns >= 500000000)
-      snprintf (why, sizeof why, "too slow: no byte for %" PRIi64 " ms",
-                (monotonic_ns () - x->last_byte_ns) / 1000000);
-    else
-      snprintf (why, sizeof why, "too slow: much longer than its answers "
-                "so far");
-    if (!sources_fail (x->src, why, x->hedged) || !resume_stream (x))
+    hedge_why (x, why, sizeof why);
+    other = sources_fail (x->src, why, x->hedged) && n + 1 < nsources;
+    if (x->hedged) {
+      if (!other) {
+        nbdkit_debug ("%s: %s: %s, and no other source is left to ask: "
+                      "asked again and waited for", x->what, shown (x), why);
+        x->hedge_off = true;
+      }
+      resume_stream (x);
+    }
+    else if (!other || !resume_stream (x))
       return r;
     failed = x->src;
   }

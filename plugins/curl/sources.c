@@ -247,7 +247,7 @@ drop_locked (struct source *s, int64_t now)
  * for a while when another source can take its reads (true: ask
  * there), even one dropped before, which may answer again (not for a
  * hedge: that one was slower still).  With no other it stays, and the
- * caller retries as with url= alone.
+ * caller retries as with url= alone.  Counted either way.
  */
 bool
 sources_fail (struct source *s, const char *why, bool hedged)
@@ -255,10 +255,10 @@ sources_fail (struct source *s, const char *why, bool hedged)
   int64_t now = monotonic_ns ();
   LOCK_FOR_SCOPE (&lock);
 
-  if (!other_locked (s, !hedged))
-    return false;
   s->failures++;
   s->hedges += hedged;
+  if (!other_locked (s, !hedged))
+    return false;
   if (s->state == SOURCE_UP) {
     drop_locked (s, now);
     nbdkit_debug ("source %s: %s: its reads go to the other sources, "
@@ -271,8 +271,10 @@ sources_fail (struct source *s, const char *why, bool hedged)
 /* In the middle of a request to s (libcurl's progress callback), its
  * last byte at last_byte_ns: is it past hedge_at (0: none), or stalled
  * (no byte for four of s's waits for a first byte, and HEDGE_MIN_NS),
- * with another source up to ask instead?  A source whose wait was never
- * measured is not held to it: its first answer may need a connection.
+ * with another source up to ask instead?  last_byte_ns starts when the
+ * request is sent (callbacks.c), not before its connection is set up.
+ * A source whose wait was never measured (by its probe or its reads) is
+ * not held to it.
  */
 bool
 sources_hedge_due (const struct source *s, int64_t hedge_at,
@@ -287,6 +289,18 @@ sources_hedge_due (const struct source *s, int64_t hedge_at,
   if (!late && (s->lat_ns == 0 || now - last_byte_ns < 4 * s->lat_ns))
     return false;
   return other_locked (s, false);
+}
+
+/* mirrors.c: s's probe waited wait_ns for its first byte: what its
+ * reads are held to until they measure their own wait.
+ */
+void
+sources_probed (struct source *s, int64_t wait_ns)
+{
+  LOCK_FOR_SCOPE (&lock);
+
+  if (s->lat_ns == 0 && wait_ns > 0)
+    s->lat_ns = wait_ns;
 }
 
 /* mirrors.c: s was proven the same object (SOURCE_UP), or refused. */
@@ -366,17 +380,27 @@ sources_stopping (void)
   return __atomic_load_n (&stopping, __ATOMIC_RELAXED);
 }
 
-/* At unload, with -v: what each source served. */
+/* At unload, with -v: what each source served, at what speed while
+ * it had answers flowing (measured over the whole run: the scheduler's
+ * samples need 100 ms of it), and its wait for a first byte.
+ */
 void
 sources_print (void)
 {
   unsigned i;
 
-  for (i = 0; nsources > 1 && i < nsources; i++)
+  for (i = 0; nsources > 1 && i < nsources; i++) {
+    const struct source *s = &sources[i];
+    char rate[48] = "no answer came", wait[48] = "no first byte measured";
+
+    if (s->busy_total > 0)
+      snprintf (rate, sizeof rate, "%.1f MB/s while answering",
+                (double) s->recv * 1000 / s->busy_total);
+    if (s->lat_ns > 0)
+      snprintf (wait, sizeof wait, "first byte in %.1f ms", s->lat_ns / 1e6);
     nbdkit_debug ("source %s: %" PRIu64 " requests, %" PRIu64 " bytes, "
-                  "%" PRIu64 " failed (%" PRIu64 " too slow), %.1f MB/s, "
-                  "first byte in %.1f ms", sources[i].shown,
-                  sources[i].requests, sources[i].recv, sources[i].failures,
-                  sources[i].hedges, sources[i].rate * 1000,
-                  sources[i].lat_ns / 1e6);
+                  "%" PRIu64 " failed (%" PRIu64 " too slow), %s, %s",
+                  s->shown, s->requests, s->recv, s->failures, s->hedges,
+                  rate, wait);
+  }
 }

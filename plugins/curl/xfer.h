@@ -44,6 +44,7 @@ struct xfer {
   int64_t hedge_at;
   int64_t last_byte_ns;         /* when its last byte came, or it went */
   bool hedged;
+  bool hedge_off;               /* no other source left: waited for */
   bool once;                    /* not retried (mirrors.c's probes) */
   bool client_gone;             /* mux.c: its client went (atomic) */
   const char *wbuf;             /* PUT: the body */

@@ -35,6 +35,12 @@
 #      and read-ahead's GETs cut off go on at url= from mid-range.
 #  (k) A mirror that never answers holds up neither another mirror's
 #      proof nor nbdkit's exit.
+#  (l) url= and the mirror both stop answering at once, url= for 2 s,
+#      the mirror for 4.5 s: no read fails (url= alone would wait), and
+#      the copy completes.
+#  (m) A mirror that answers its probe and then no request (a fault
+#      server): the copy's first reads there are asked of url= in far
+#      less than timeout=, before any read was measured.
 #  (h) Bad values: a mirror that is a file: URL or not a URL, mirror=
 #      with a file: url=, and a writable connection with mirrors.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -311,6 +317,52 @@ secs=$(seconds_since "$t0")
 awk -v s="$secs" 'BEGIN { exit !(s < 5) }' ||
   fail "(k) nbdkit took $secs s to stop with a mirror's probe hanging"
 kill -CONT "$m12_pid" $(pgrep -P "$m12_pid")
+
+# (l) url= and a mirror, each at 2 MB/s a connection over 2
+# connections, both stop answering (SIGSTOP) in the middle of a copy,
+# url= for 2 s and the mirror for 4.5 s: reads hedged at one go to the
+# other, which is stalled too, and are hedged again once url= answers
+# its probe; none may fail for that, as none would with url= alone.
+start_nginx_named u2 'location / { limit_rate 2m; }'
+cp -p "$image" "$tmp/nginx-u2/www/disk.img"
+mirror m13 'limit_rate 2m;'
+start_nbdkit l -r -v "$PLUGIN" "https://127.0.0.1:$u2_tlsport/disk.img" \
+  "mirror=$m13_url" "$ca" connections=2
+wait_log "$tmp/l.err" "mirror $m13_url: the same object"
+timeout "$client_timeout" nbdcopy --requests=4 "$uri" "$tmp/l.img" &
+copier=$!
+sleep 1
+u2_all="$u2_pid $(pgrep -P "$u2_pid" | tr '\n' ' ')"
+m13_all="$m13_pid $(pgrep -P "$m13_pid" | tr '\n' ' ')"
+kill -STOP $u2_all $m13_all
+sleep 2
+kill -CONT $u2_all
+sleep 2.5
+kill -CONT $m13_all
+wait "$copier" || { tail -20 "$tmp/l.err" >&2; fail "(l) the copy failed"; }
+stop_nbdkit l
+grep -q "too slow" "$tmp/l.err" || fail "(l) no read was hedged"
+assert_same_file "$image" "$tmp/l.img"
+rm -f "$tmp/l.img"
+
+# (m) Beside (j)'s url= (a fault server), one of the same file (so
+# the same ETag) that answers the probe's GET and stalls every request
+# after it, as mirror: the reads it is given first, before any read was
+# measured, are asked of url= once they stall, not after timeout=.
+fault_source fs stall-after-probe
+start_nbdkit m -r -v "$PLUGIN" "http://127.0.0.1:$(cat "$tmp/fu.port")/disk.img" \
+  "mirror=http://127.0.0.1:$(cat "$tmp/fs.port")/disk.img" timeout=30
+wait_log "$tmp/m.err" "mirror http://127.0.0.1:.*: the same object"
+t0=$EPOCHREALTIME
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/m.img" ||
+  fail "(m) the copy failed"
+secs=$(seconds_since "$t0")
+stop_nbdkit m
+grep -q "stalled: GET" "$tmp/fs.log" || fail "(m) the mirror was given no read"
+awk -v s="$secs" 'BEGIN { exit !(s < 10) }' ||
+  fail "(m) the copy took $secs s with a mirror that stalls (timeout=30)"
+assert_same_file "$image" "$tmp/m.img"
+rm -f "$tmp/m.img"
 
 # (h)
 expect_nbdkit_fails h1 -r "$PLUGIN" "$url" mirror=file:///etc/hostname
