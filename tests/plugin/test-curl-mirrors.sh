@@ -227,6 +227,15 @@ echo "(f) bytes from url=: $from_url, from the slow mirror: $from_m9"
   fail "(f) the slow mirror served $from_m9 bytes, url= $from_url"
 
 # (g) url= at m1's server (it has the secrets); m2 is another origin.
+# served_without_secrets WHO LOG: WHO served reads (its nginx LOG),
+# none of them with the credentials.
+served_without_secrets ()
+{
+  [ "$(grep -c 'GET /disk.img' "$2")" -ge 2 ] || fail "(g) $1 was not used"
+  ! grep -v 'auth="-" token="-"' "$2" | grep -q GET ||
+    fail "(g) $1 got the credentials"
+}
+
 : >"$tmp/nginx-m1.log"
 : >"$tmp/nginx-m2.log"
 copy_ok g "$m1_url" "mirror=$m2_url" user=alice password=s3cret \
@@ -234,10 +243,7 @@ copy_ok g "$m1_url" "mirror=$m2_url" user=alice password=s3cret \
 grep -q 'auth="Basic [^"]' "$tmp/nginx-m1.log" &&
   grep -q 'token="t0ken"' "$tmp/nginx-m1.log" ||
   fail "(g) url='s server did not get the credentials"
-[ "$(grep -c 'GET /disk.img' "$tmp/nginx-m2.log")" -ge 2 ] ||
-  fail "(g) the mirror was not used"
-! grep -v 'auth="-" token="-"' "$tmp/nginx-m2.log" | grep -q GET ||
-  fail "(g) the mirror at another origin got the credentials"
+served_without_secrets "the mirror at another origin" "$tmp/nginx-m2.log"
 
 # location-trusted=true lets url='s redirects take the secrets anywhere,
 # not a mirror's: m10 redirects to itself, and must not get them.
@@ -245,21 +251,31 @@ start_nginx_named m10 'location = /r/disk.img { return 302 /disk.img; }'
 cp -p "$image" "$tmp/nginx-m10/www/disk.img"
 copy_ok g2 "$m1_url" "mirror=https://127.0.0.1:$m10_tlsport/r/disk.img" \
         user=alice password=s3cret 'header=X-Token: t0ken' location-trusted=true
-[ "$(grep -c 'GET /disk.img' "$tmp/nginx-m10.log")" -ge 2 ] ||
-  fail "(g) the redirecting mirror was not used"
-! grep -v 'auth="-" token="-"' "$tmp/nginx-m10.log" | grep -q GET ||
-  fail "(g) a mirror's redirect got the credentials with location-trusted=true"
+served_without_secrets "the redirecting mirror (location-trusted=true)" \
+  "$tmp/nginx-m10.log"
 
 # (i) url= stops answering (SIGSTOP) and is dropped; then the mirror's
 # object changes (412 to its pin): the mirror's reads go back to the
-# dropped url=, which answers once they have, and the copy completes.  Both at 2
-# MB/s a connection over 2 connections: about 6 s for the copy.
-start_nginx_named u 'location / { limit_rate 2m; }'
-cp -p "$image" "$tmp/nginx-u/www/disk.img"
-mirror m11 'limit_rate 2m;'
-start_nbdkit i -r -v "$PLUGIN" "https://127.0.0.1:$u_tlsport/disk.img" \
-  "mirror=$m11_url" "$ca" connections=2
-wait_log "$tmp/i.err" "mirror $m11_url: the same object"
+# dropped url=, which answers once they have, and the copy completes.
+# Both at 2 MB/s a connection over 2 connections: about 6 s for the
+# copy.
+# slow_pair CASE U M: named nginx U serving the image as url= and M as
+# its mirror, each at 2 MB/s a connection; nbdkit CASE on both with 2
+# connections each, once it uses M.
+slow_pair ()
+{
+  local m_url
+  start_nginx_named "$2" 'location / { limit_rate 2m; }'
+  cp -p "$image" "$tmp/nginx-$2/www/disk.img"
+  mirror "$3" 'limit_rate 2m;'
+  m_url=$(eval echo "\$${3}_url")
+  start_nbdkit "$1" -r -v "$PLUGIN" \
+    "https://127.0.0.1:$(eval echo "\$${2}_tlsport")/disk.img" \
+    "mirror=$m_url" "$ca" connections=2
+  wait_log "$tmp/$1.err" "mirror $m_url: the same object"
+}
+
+slow_pair i u m11
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/i.img" &
 copier=$!
 sleep 1
@@ -289,7 +305,8 @@ fault_source ()
 }
 fault_source fu normal
 fault_source fm truncate-long
-start_nbdkit j -r -v "$PLUGIN" "http://127.0.0.1:$(cat "$tmp/fu.port")/disk.img" \
+fu_url=http://127.0.0.1:$(cat "$tmp/fu.port")/disk.img
+start_nbdkit j -r -v "$PLUGIN" "$fu_url" \
   "mirror=http://127.0.0.1:$(cat "$tmp/fm.port")/disk.img"
 wait_log "$tmp/j.err" "mirror http://127.0.0.1:.*: the same object"
 FILE=$image timeout "$client_timeout" "$PYTHON_NBD" "$tmp/qd1.py" "$uri" ||
@@ -323,12 +340,7 @@ kill -CONT "$m12_pid" $(pgrep -P "$m12_pid")
 # url= for 2 s and the mirror for 4.5 s: reads hedged at one go to the
 # other, which is stalled too, and are hedged again once url= answers
 # its probe; none may fail for that, as none would with url= alone.
-start_nginx_named u2 'location / { limit_rate 2m; }'
-cp -p "$image" "$tmp/nginx-u2/www/disk.img"
-mirror m13 'limit_rate 2m;'
-start_nbdkit l -r -v "$PLUGIN" "https://127.0.0.1:$u2_tlsport/disk.img" \
-  "mirror=$m13_url" "$ca" connections=2
-wait_log "$tmp/l.err" "mirror $m13_url: the same object"
+slow_pair l u2 m13
 timeout "$client_timeout" nbdcopy --requests=4 "$uri" "$tmp/l.img" &
 copier=$!
 sleep 1
@@ -350,7 +362,7 @@ rm -f "$tmp/l.img"
 # after it, as mirror: the reads it is given first, before any read was
 # measured, are asked of url= once they stall, not after timeout=.
 fault_source fs stall-after-probe
-start_nbdkit m -r -v "$PLUGIN" "http://127.0.0.1:$(cat "$tmp/fu.port")/disk.img" \
+start_nbdkit m -r -v "$PLUGIN" "$fu_url" \
   "mirror=http://127.0.0.1:$(cat "$tmp/fs.port")/disk.img" timeout=30
 wait_log "$tmp/m.err" "mirror http://127.0.0.1:.*: the same object"
 t0=$EPOCHREALTIME
