@@ -1319,13 +1319,16 @@ class DripLarge(Handler):
     bytes every 0.1 s: a 256 KiB answer takes 13 s); shorter ranges, the
     probe's among them, at once.  Stops when the client hangs up."""
 
+    def dripped(self, start, end):
+        return end - start + 1 > LARGE_RANGE
+
     def serve_range(self, data, start, end):
-        if end - start + 1 <= LARGE_RANGE:
+        if not self.dripped(start, end):
             super().serve_range(data, start, end)
             return
         range_headers(self, data, start, end)
-        log("drip-large: %s range=%s" % (self.path,
-                                         self.headers.get("Range")))
+        log("%s: %s range=%s" % (args.mode, self.path,
+                                 self.headers.get("Range")))
         body = data[start:end + 1]
         sent = 0
         try:
@@ -1340,6 +1343,15 @@ class DripLarge(Handler):
             self.close_connection = True
         finally:
             self.log_request_line(206, sent)
+
+
+class DripAfterProbe(DripLarge):
+    """The probe's ranges are answered at once, every other range at
+    about 20 KB/s: a mirror that is proven the same object and then
+    serves reads a hundred times slower than a link would."""
+
+    def dripped(self, start, end):
+        return not probe_range(start, end)
 
 
 class IgnoreContentRangeHead503(IgnoreContentRange):
@@ -1428,6 +1440,7 @@ MODES = {
     "ignore-content-range-put-502": IgnoreContentRangePut502,
     "short-body-large": ShortBodyLarge,
     "drip-large": DripLarge,
+    "drip-after-probe": DripAfterProbe,
 }
 
 # multipart-lf: legal, bare LF framing.  multipart-{short,long}{1,2}-

@@ -209,9 +209,11 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
    * never counted as running (mirrors.c).
    */
   if (x->src != NULL && !x->once) {
-    sources_got (x->src, len, x->src_got == 0);
-    x->src_got += len;
-    x->last_byte_ns = monotonic_ns ();
+    if (x->clock.sent_ns == 0)
+      sources_sent (x->src, &x->clock);
+    sources_got (x->src, len, x->clock.got == 0);
+    x->clock.got += len;
+    x->clock.last_byte_ns = monotonic_ns ();
   }
   if (x->sink != NULL) {
     if (!x->sink (x->sink_data, x->sink_base + pos, data, len)) {
@@ -277,15 +279,16 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
     }
   }
   /* Much slower than its source's answers: asked of another (engine.c).
-   * No byte yet, and the request not sent yet (its connection is being
-   * set up): its wait has not begun.
+   * Its wait for an answer begins once the request went out.
    */
-  if (x->src != NULL && x->src_got == 0 && !request_sent (x))
-    x->last_byte_ns = monotonic_ns ();
-  if (x->src != NULL && !x->once && !x->hedged && !x->hedge_off &&
-      sources_hedge_due (x->src, x->hedge_at, x->last_byte_ns)) {
-    x->hedged = x->a.stopped = true;
-    return 1;
+  if (x->src != NULL && !x->once && !x->hedged && !x->hedge_off) {
+    if (x->clock.sent_ns == 0 && request_sent (x))
+      sources_sent (x->src, &x->clock);
+    x->hedged = sources_hedge_due (x->src, &x->clock);
+    if (x->hedged) {
+      x->a.stopped = true;
+      return 1;
+    }
   }
   if ((x->ignoring_since.tv_sec == 0 && x->ignoring_since.tv_nsec == 0) ||
       !x->a.headers_done || !body_ignored (x))

@@ -199,26 +199,40 @@ resume_stream (struct xfer *x)
 static bool
 source_failed (const struct xfer *x)
 {
-  return x->hedged || (!x->reported && !x->sink_stopped &&
+  return x->hedged != HEDGE_NONE || (!x->reported && !x->sink_stopped &&
                        x->v != VERDICT_STOPPED &&
                        x->v != VERDICT_NOT_THE_PARTS_ASKED_FOR);
 }
 
 /* Why x failed at its source, for sources_fail: its answer's fault,
- * or (hedged) how it was too slow.
+ * or how it was too slow.
  */
 static void
 hedge_why (const struct xfer *x, char *why, size_t size)
 {
-  int64_t still = monotonic_ns () - x->last_byte_ns;
+  const struct source_clock *k = &x->clock;
+  int64_t now = monotonic_ns ();
 
-  if (!x->hedged)
+  switch (x->hedged) {
+  case HEDGE_NONE:
     snprintf (why, size, "%s", x->why);
-  else if (still >= 500000000)
-    snprintf (why, size, "too slow: no byte for %" PRIi64 " ms",
-              still / 1000000);
-  else
+    break;
+  case HEDGE_SETUP:
+    snprintf (why, size, "too slow: no connection to send the request on "
+              "after %" PRIi64 " ms", (now - k->picked_ns) / 1000000);
+    break;
+  case HEDGE_LATE:
     snprintf (why, size, "too slow: much longer than its answers so far");
+    break;
+  case HEDGE_STALL:
+    snprintf (why, size, "too slow: no byte for %" PRIi64 " ms",
+              (now - k->last_byte_ns) / 1000000);
+    break;
+  case HEDGE_DRIP:
+    snprintf (why, size, "too slow: its bytes come at %.1f kB/s, far "
+              "slower than another source would send them", k->pace * 1e6);
+    break;
+  }
 }
 
 /* One try of x on c (route_attempt).  A read with mirrors goes to the
@@ -235,7 +249,6 @@ attempt (struct conn *c, struct xfer *x)
   struct source *failed = NULL;
   curl_off_t pre, first;
   unsigned n;
-  bool other;
   int r;
 
   x->hedge_off = false;
@@ -246,10 +259,8 @@ attempt (struct conn *c, struct xfer *x)
     uint64_t bytes = asked_bytes (x);
     char why[sizeof x->why + 40];
 
-    x->src = sources_pick (bytes, failed, &x->hedge_at);
-    x->last_byte_ns = monotonic_ns ();
-    x->hedged = false;
-    x->src_got = 0;
+    x->src = sources_pick (bytes, failed, &x->clock);
+    x->hedged = HEDGE_NONE;
     r = route_attempt (c, x);
     /* From the request sent to its first byte: not the connection's
      * set-up, nor a wait for a stream of its own.
@@ -259,21 +270,26 @@ attempt (struct conn *c, struct xfer *x)
       curl_easy_getinfo (c->easy, CURLINFO_PRETRANSFER_TIME_T, &pre);
       curl_easy_getinfo (c->easy, CURLINFO_STARTTRANSFER_TIME_T, &first);
     }
-    sources_end (x->src, bytes, x->src_got,
+    sources_end (x->src, bytes, x->clock.got,
                  first > pre ? (int64_t) (first - pre) * 1000 : 0);
     if (r == 0 || !source_failed (x))
       return r;
     hedge_why (x, why, sizeof why);
-    other = sources_fail (x->src, why, x->hedged) && n + 1 < nsources;
-    if (x->hedged) {
-      if (!other) {
+    if (x->hedged != HEDGE_NONE) {
+      /* Each source may be found too slow twice (it answers again
+       * meanwhile), then the read waits where it is.
+       */
+      if (!sources_fail (x->src, why, true)) {
         nbdkit_debug ("%s: %s: %s, and no other source is left to ask: "
                       "asked again and waited for", x->what, shown (x), why);
         x->hedge_off = true;
       }
+      else if (n + 1 >= 2 * nsources)
+        x->hedge_off = true;
       resume_stream (x);
     }
-    else if (!other || !resume_stream (x))
+    else if (!sources_fail (x->src, why, false) || n + 1 >= nsources ||
+             !resume_stream (x))
       return r;
     failed = x->src;
   }

@@ -55,6 +55,8 @@ static bool stopping;           /* see sources_stop */
  * far server, or a busy one, varies by more than that on its own.
  */
 #define HEDGE_MIN_NS (750 * INT64_C (1000000))
+/* How often a request looks whether it is too slow. */
+#define CHECK_NS (50 * INT64_C (1000000))
 
 bool
 sources_many (void)
@@ -128,7 +130,8 @@ fallback (const struct source *s, const struct source *avoid)
  * sources_end; *hedge_at when to ask another source instead.
  */
 struct source *
-sources_pick (uint64_t bytes, const struct source *avoid, int64_t *hedge_at)
+sources_pick (uint64_t bytes, const struct source *avoid,
+              struct source_clock *k)
 {
   int64_t now = monotonic_ns ();
   struct source *s, *best = NULL;
@@ -166,12 +169,19 @@ sources_pick (uint64_t bytes, const struct source *avoid, int64_t *hedge_at)
    * requests): no time to hold it to.
    */
   best_e = expected_locked (s, 0, fastest);
-  if (s->rate == 0 && fastest == 0)
-    *hedge_at = 0;
-  else
-    *hedge_at = now + (int64_t) (4 * best_e) > now + HEDGE_MIN_NS
+  *k = (struct source_clock) { .picked_ns = now, .asked = bytes };
+  if (s->rate != 0 || fastest != 0)
+    k->late_ns = now + (int64_t) (4 * best_e) > now + HEDGE_MIN_NS
       ? now + (int64_t) (4 * best_e) : now + HEDGE_MIN_NS;
   return s;
+}
+
+/* k's request went out to s (callbacks.c): its wait begins. */
+void
+sources_sent (const struct source *s, struct source_clock *k)
+{
+  k->sent_ns = k->last_byte_ns = monotonic_ns ();
+  k->recv_sent = __atomic_load_n (&s->recv, __ATOMIC_RELAXED);
 }
 
 /* n bytes of body came from s (callbacks.c, on each piece); first: the
@@ -268,27 +278,68 @@ sources_fail (struct source *s, const char *why, bool hedged)
   return true;
 }
 
-/* In the middle of a request to s (libcurl's progress callback), its
- * last byte at last_byte_ns: is it past hedge_at (0: none), or stalled
- * (no byte for four of s's waits for a first byte, and HEDGE_MIN_NS),
- * with another source up to ask instead?  last_byte_ns starts when the
- * request is sent (callbacks.c), not before its connection is set up.
- * A source whose wait was never measured (by its probe or its reads) is
- * not held to it.
+/* k's request at s, sent and with bytes coming: do they come so slowly
+ * (s's pace since it was sent, all its requests' bytes) that another
+ * source up would send the rest in a quarter of the time?  Catches a
+ * source that drips, even before any of its answers was measured.
  */
-bool
-sources_hedge_due (const struct source *s, int64_t hedge_at,
-                   int64_t last_byte_ns)
+static bool
+dripping_locked (const struct source *s, struct source_clock *k, int64_t now)
+{
+  uint64_t came = __atomic_load_n (&s->recv, __ATOMIC_RELAXED) - k->recv_sent;
+  uint64_t rest = k->asked - (k->got < k->asked ? k->got : k->asked);
+  double own, fastest = 0, e;
+  unsigned i;
+
+  if (k->got == 0 || rest == 0 || now - k->sent_ns < HEDGE_MIN_NS)
+    return false;
+  k->pace = (double) came / (now - k->sent_ns);
+  own = rest / k->pace;
+  if (own < HEDGE_MIN_NS)
+    return false;
+  for (i = 0; i < nsources; i++)
+    if (sources[i].state == SOURCE_UP && sources[i].rate > fastest)
+      fastest = sources[i].rate;
+  for (i = 0; i < nsources; i++) {
+    if (!usable (&sources[i], s))
+      continue;
+    e = expected_locked (&sources[i], rest, fastest);
+    if (4 * e < own)
+      return true;
+  }
+  return false;
+}
+
+/* In the middle of k's request to s (libcurl's progress callback): is
+ * it too slow, with another source up to ask instead?  That is, not
+ * sent after eight of s's waits for a first byte (its connection is
+ * not set up), or past k->late_ns, or no byte for four of those waits
+ * since it was sent, or dripping (above); and never before
+ * HEDGE_MIN_NS.  A source whose wait was never measured (by its probe
+ * or its reads) is held to neither wait.  Looked at every 50 ms.
+ */
+enum hedge
+sources_hedge_due (const struct source *s, struct source_clock *k)
 {
   int64_t now = monotonic_ns ();
-  bool late = hedge_at != 0 && now >= hedge_at;
-
-  if (!late && now - last_byte_ns < HEDGE_MIN_NS)
-    return false;
+  enum hedge h = HEDGE_NONE;
   LOCK_FOR_SCOPE (&lock);
-  if (!late && (s->lat_ns == 0 || now - last_byte_ns < 4 * s->lat_ns))
-    return false;
-  return other_locked (s, false);
+
+  if (now - k->picked_ns < HEDGE_MIN_NS || now - k->checked_ns < CHECK_NS)
+    return HEDGE_NONE;
+  k->checked_ns = now;
+  if (k->sent_ns == 0 && s->lat_ns > 0 &&
+      now - k->picked_ns >= 8 * s->lat_ns)
+    h = HEDGE_SETUP;
+  else if (k->late_ns != 0 && now >= k->late_ns)
+    h = HEDGE_LATE;
+  else if (k->sent_ns != 0 && s->lat_ns > 0 &&
+           now - k->last_byte_ns >= HEDGE_MIN_NS &&
+           now - k->last_byte_ns >= 4 * s->lat_ns)
+    h = HEDGE_STALL;
+  else if (k->sent_ns != 0 && dripping_locked (s, k, now))
+    h = HEDGE_DRIP;
+  return h != HEDGE_NONE && other_locked (s, false) ? h : HEDGE_NONE;
 }
 
 /* mirrors.c: s's probe waited wait_ns for its first byte: what its

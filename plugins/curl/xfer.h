@@ -35,15 +35,12 @@ struct xfer {
   uint64_t sink_first;          /* the range's first byte, as asked */
   uint64_t sink_base, sink_done;  /* asked again from sink_base (see
                                    * resume_stream): what sink took */
-  /* With mirrors (sources.c): the source asked, when to ask another
-   * (0: only if it stalls), and whether that was why the transfer
-   * stopped.
+  /* With mirrors (sources.c): the source asked, its request's clock,
+   * and whether (why) the transfer was stopped as too slow there.
    */
   struct source *src;
-  uint64_t src_got;             /* body bytes it gave this try */
-  int64_t hedge_at;
-  int64_t last_byte_ns;         /* when its last byte came, or it went */
-  bool hedged;
+  struct source_clock clock;
+  enum hedge hedged;
   bool hedge_off;               /* no other source left: waited for */
   bool once;                    /* not retried (mirrors.c's probes) */
   bool client_gone;             /* mux.c: its client went (atomic) */

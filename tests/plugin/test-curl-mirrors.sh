@@ -41,6 +41,12 @@
 #  (m) A mirror that answers its probe and then no request (a fault
 #      server): the copy's first reads there are asked of url= in far
 #      less than timeout=, before any read was measured.
+#  (n) A mirror that answers its probe at once and every read at 20
+#      KB/s (a fault server): its reads are asked of url= within about
+#      a second, for nbdcopy and for a reader of one read at a time.
+#  (o) A mirror that stops answering (SIGSTOP) once proven, before the
+#      copy: the TLS handshakes of the reads' connections to it never
+#      end, and its reads are asked of url= long before timeout=.
 #  (h) Bad values: a mirror that is a file: URL or not a URL, mirror=
 #      with a file: url=, and a writable connection with mirrors.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -375,6 +381,55 @@ awk -v s="$secs" 'BEGIN { exit !(s < 10) }' ||
   fail "(m) the copy took $secs s with a mirror that stalls (timeout=30)"
 assert_same_file "$image" "$tmp/m.img"
 rm -f "$tmp/m.img"
+
+# (n) Beside (j)'s url=, a fault server of the same file that answers
+# the probe at once and every read at about 20 KB/s, as mirror: its
+# reads, given to it before any read was measured, are asked of url=
+# within about a second each, not left to drip (a 1 MiB read would take
+# 50 s there), for nbdcopy and for qd1.py.
+fault_source fd drip-after-probe
+for client in nbdcopy qd1; do
+  start_nbdkit "n_$client" -r -v "$PLUGIN" "$fu_url" \
+    "mirror=http://127.0.0.1:$(cat "$tmp/fd.port")/disk.img"
+  wait_log "$tmp/n_$client.err" "mirror http://127.0.0.1:.*: the same object"
+  t0=$EPOCHREALTIME
+  case $client in
+    nbdcopy) timeout "$client_timeout" nbdcopy "$uri" "$tmp/n.img" ;;
+    qd1) FILE=$image timeout "$client_timeout" "$PYTHON_NBD" "$tmp/qd1.py" "$uri" ;;
+  esac || fail "(n) $client: the copy failed"
+  secs=$(seconds_since "$t0")
+  stop_nbdkit "n_$client"
+  grep -q "drip-after-probe: /disk.img" "$tmp/fd.log" ||
+    fail "(n) $client: the mirror was given no read"
+  awk -v s="$secs" 'BEGIN { exit !(s < 15) }' ||
+    fail "(n) $client: the copy took $secs s with a mirror at 20 KB/s"
+  grep -q "too slow" "$tmp/n_$client.err" ||
+    fail "(n) $client: no read at the mirror was found too slow"
+done
+assert_same_file "$image" "$tmp/n.img"
+rm -f "$tmp/n.img"
+
+# (o) The mirror is stopped once nbdkit has proven it, on the probe's
+# connection of its own: the reads' connections to it are new, and
+# their TLS handshakes never end (the kernel accepts them).  The reads
+# given to it are asked of url= once their connection is late, not
+# after timeout=.
+mirror m14
+start_nbdkit o -r -v "$PLUGIN" "$url" "mirror=$m14_url" "$ca" timeout=30
+wait_log "$tmp/o.err" "mirror $m14_url: the same object"
+kill -STOP "$m14_pid" $(pgrep -P "$m14_pid")
+t0=$EPOCHREALTIME
+timeout "$client_timeout" nbdcopy "$uri" "$tmp/o.img" ||
+  fail "(o) the copy failed"
+secs=$(seconds_since "$t0")
+stop_nbdkit o
+kill -CONT "$m14_pid" $(pgrep -P "$m14_pid")
+grep -q "source $m14_url: too slow: no connection" "$tmp/o.err" ||
+  fail "(o) no read at the stopped mirror was found too slow"
+awk -v s="$secs" 'BEGIN { exit !(s < 10) }' ||
+  fail "(o) the copy took $secs s with a mirror stopped (timeout=30)"
+assert_same_file "$image" "$tmp/o.img"
+rm -f "$tmp/o.img"
 
 # (h)
 expect_nbdkit_fails h1 -r "$PLUGIN" "$url" mirror=file:///etc/hostname
