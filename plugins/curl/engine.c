@@ -357,7 +357,12 @@ perform_on (struct conn *c, struct xfer *x)
     }
     try++;
   }
-  if (!x->reported)
+  /* Stopped because nbdkit stops or the client went: nobody to tell. */
+  if (x->v == VERDICT_STOPPED && !x->reported &&
+      (remote_stopping () ||
+       __atomic_load_n (&x->client_gone, __ATOMIC_RELAXED)))
+    nbdkit_debug ("%s: %s%s: %s", x->what, shown (x), where, x->why);
+  else if (!x->reported)
     nbdkit_error ("%s: %s%s: %s%s", x->what, shown (x), where, x->why,
                   x->v == VERDICT_RETRY ? " (retries exhausted)"
                   : x->v == VERDICT_RETRY_FRESH && fresh
