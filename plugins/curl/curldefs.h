@@ -188,6 +188,8 @@ extern void sources_end (struct source *s, uint64_t asked, uint64_t got,
 extern bool sources_fail (struct source *s, const char *why, bool hedged);
 extern enum hedge sources_hedge_due (const struct source *s,
                                      struct source_clock *k);
+extern void sources_why_slow (enum hedge h, const struct source_clock *k,
+                              char *why, size_t size);
 extern void sources_probed (struct source *s, int64_t wait_ns);
 extern void sources_set (struct source *s, enum source_state state,
                          const char *why);

@@ -204,37 +204,6 @@ source_failed (const struct xfer *x)
                        x->v != VERDICT_NOT_THE_PARTS_ASKED_FOR);
 }
 
-/* Why x failed at its source, for sources_fail: its answer's fault,
- * or how it was too slow.
- */
-static void
-hedge_why (const struct xfer *x, char *why, size_t size)
-{
-  const struct source_clock *k = &x->clock;
-  int64_t now = monotonic_ns ();
-
-  switch (x->hedged) {
-  case HEDGE_NONE:
-    snprintf (why, size, "%s", x->why);
-    break;
-  case HEDGE_SETUP:
-    snprintf (why, size, "too slow: no connection to send the request on "
-              "after %" PRIi64 " ms", (now - k->picked_ns) / 1000000);
-    break;
-  case HEDGE_LATE:
-    snprintf (why, size, "too slow: much longer than its answers so far");
-    break;
-  case HEDGE_STALL:
-    snprintf (why, size, "too slow: no byte for %" PRIi64 " ms",
-              (now - k->last_byte_ns) / 1000000);
-    break;
-  case HEDGE_DRIP:
-    snprintf (why, size, "too slow: its bytes come at %.1f kB/s, far "
-              "slower than another source would send them", k->pace * 1e6);
-    break;
-  }
-}
-
 /* One try of x on c (route_attempt).  A read with mirrors goes to the
  * source expected to answer it first (sources.c), and at once to
  * another when that one fails or is much slower than its answers have
@@ -274,7 +243,10 @@ attempt (struct conn *c, struct xfer *x)
                  first > pre ? (int64_t) (first - pre) * 1000 : 0);
     if (r == 0 || !source_failed (x))
       return r;
-    hedge_why (x, why, sizeof why);
+    if (x->hedged == HEDGE_NONE)
+      snprintf (why, sizeof why, "%s", x->why);
+    else
+      sources_why_slow (x->hedged, &x->clock, why, sizeof why);
     if (x->hedged != HEDGE_NONE) {
       /* Each source may be found too slow twice (it answers again
        * meanwhile), then the read waits where it is.
@@ -293,6 +265,26 @@ attempt (struct conn *c, struct xfer *x)
       return r;
     failed = x->src;
   }
+}
+
+/* perform_on's last answer failed x, unless reported where it arose;
+ * one stopped because nbdkit stops or its client went has nobody to
+ * tell (debug only).  fresh: asked again on a new connection.
+ */
+static void
+report_failure (const struct xfer *x, const char *where, bool fresh)
+{
+  if (x->reported)
+    return;
+  if (x->v == VERDICT_STOPPED &&
+      (remote_stopping () ||
+       __atomic_load_n (&x->client_gone, __ATOMIC_RELAXED)))
+    nbdkit_debug ("%s: %s%s: %s", x->what, shown (x), where, x->why);
+  else
+    nbdkit_error ("%s: %s%s: %s%s", x->what, shown (x), where, x->why,
+                  x->v == VERDICT_RETRY ? " (retries exhausted)"
+                  : x->v == VERDICT_RETRY_FRESH && fresh
+                  ? " (and again on a new connection)" : "");
 }
 
 /* Run one request on handle c, again after transient failures (with
@@ -357,16 +349,7 @@ perform_on (struct conn *c, struct xfer *x)
     }
     try++;
   }
-  /* Stopped because nbdkit stops or the client went: nobody to tell. */
-  if (x->v == VERDICT_STOPPED && !x->reported &&
-      (remote_stopping () ||
-       __atomic_load_n (&x->client_gone, __ATOMIC_RELAXED)))
-    nbdkit_debug ("%s: %s%s: %s", x->what, shown (x), where, x->why);
-  else if (!x->reported)
-    nbdkit_error ("%s: %s%s: %s%s", x->what, shown (x), where, x->why,
-                  x->v == VERDICT_RETRY ? " (retries exhausted)"
-                  : x->v == VERDICT_RETRY_FRESH && fresh
-                  ? " (and again on a new connection)" : "");
+  report_failure (x, where, fresh);
   errno = EIO;
   return x->v;
 }

@@ -110,6 +110,20 @@ expected_locked (const struct source *s, uint64_t bytes, double best)
   return (queued > s->lat_ns ? queued : (double) s->lat_ns) + bytes / rate;
 }
 
+/* The speed of the fastest source up but except (0: none measured). */
+static double
+fastest_locked (const struct source *except)
+{
+  double fastest = 0;
+  unsigned i;
+
+  for (i = 0; i < nsources; i++)
+    if (&sources[i] != except && sources[i].state == SOURCE_UP &&
+        sources[i].rate > fastest)
+      fastest = sources[i].rate;
+  return fastest;
+}
+
 static bool
 usable (const struct source *s, const struct source *avoid)
 {
@@ -135,15 +149,13 @@ sources_pick (uint64_t bytes, const struct source *avoid,
 {
   int64_t now = monotonic_ns ();
   struct source *s, *best = NULL;
-  double fastest = 0, e, best_e = 0;
+  double fastest, e, best_e = 0;
   unsigned i;
   LOCK_FOR_SCOPE (&lock);
 
-  for (i = 0; i < nsources; i++) {
+  for (i = 0; i < nsources; i++)
     sample_locked (&sources[i], now);
-    if (sources[i].state == SOURCE_UP && sources[i].rate > fastest)
-      fastest = sources[i].rate;
-  }
+  fastest = fastest_locked (NULL);
   for (i = 0; i < nsources; i++) {
     if (!usable (&sources[i], avoid))
       continue;
@@ -288,7 +300,7 @@ dripping_locked (const struct source *s, struct source_clock *k, int64_t now)
 {
   uint64_t came = __atomic_load_n (&s->recv, __ATOMIC_RELAXED) - k->recv_sent;
   uint64_t rest = k->asked - (k->got < k->asked ? k->got : k->asked);
-  double own, fastest = 0, e;
+  double own, fastest, e;
   unsigned i;
 
   if (k->got == 0 || rest == 0 || now - k->sent_ns < HEDGE_MIN_NS)
@@ -297,9 +309,8 @@ dripping_locked (const struct source *s, struct source_clock *k, int64_t now)
   own = rest / k->pace;
   if (own < HEDGE_MIN_NS)
     return false;
-  for (i = 0; i < nsources; i++)
-    if (sources[i].state == SOURCE_UP && sources[i].rate > fastest)
-      fastest = sources[i].rate;
+  /* Not as slow as s when nothing else was measured. */
+  fastest = fastest_locked (s);
   for (i = 0; i < nsources; i++) {
     if (!usable (&sources[i], s))
       continue;
@@ -340,6 +351,33 @@ sources_hedge_due (const struct source *s, struct source_clock *k)
   else if (k->sent_ns != 0 && dripping_locked (s, k, now))
     h = HEDGE_DRIP;
   return h != HEDGE_NONE && other_locked (s, false) ? h : HEDGE_NONE;
+}
+
+/* How k's request was too slow (h), for sources_fail's message. */
+void
+sources_why_slow (enum hedge h, const struct source_clock *k, char *why,
+                  size_t size)
+{
+  int64_t now = monotonic_ns ();
+
+  switch (h) {
+  case HEDGE_NONE:
+  case HEDGE_LATE:
+    snprintf (why, size, "too slow: much longer than its answers so far");
+    break;
+  case HEDGE_SETUP:
+    snprintf (why, size, "too slow: no connection to send the request on "
+              "after %" PRIi64 " ms", (now - k->picked_ns) / 1000000);
+    break;
+  case HEDGE_STALL:
+    snprintf (why, size, "too slow: no byte for %" PRIi64 " ms",
+              (now - k->last_byte_ns) / 1000000);
+    break;
+  case HEDGE_DRIP:
+    snprintf (why, size, "too slow: its bytes come at %.1f kB/s, far "
+              "slower than another source would send them", k->pace * 1e6);
+    break;
+  }
 }
 
 /* mirrors.c: s's probe waited wait_ns for its first byte: what its
