@@ -141,7 +141,8 @@ fallback (const struct source *s, const struct source *avoid)
 
 /* The source for a request of bytes (not avoid, the one that just
  * failed it, when another is up), counted as running there until
- * sources_end; *hedge_at when to ask another source instead.
+ * sources_end; k: the request's clock, from now (its late_ns: when it
+ * is late, once anything was measured).
  */
 struct source *
 sources_pick (uint64_t bytes, const struct source *avoid,
@@ -303,7 +304,8 @@ dripping_locked (const struct source *s, struct source_clock *k, int64_t now)
   double own, fastest, e;
   unsigned i;
 
-  if (k->got == 0 || rest == 0 || now - k->sent_ns < HEDGE_MIN_NS)
+  if (k->got == 0 || came == 0 || rest == 0 ||
+      now - k->sent_ns < HEDGE_MIN_NS)
     return false;
   k->pace = (double) came / (now - k->sent_ns);
   own = rest / k->pace;
@@ -334,11 +336,11 @@ sources_hedge_due (const struct source *s, struct source_clock *k)
 {
   int64_t now = monotonic_ns ();
   enum hedge h = HEDGE_NONE;
-  LOCK_FOR_SCOPE (&lock);
 
   if (now - k->picked_ns < HEDGE_MIN_NS || now - k->checked_ns < CHECK_NS)
     return HEDGE_NONE;
   k->checked_ns = now;
+  LOCK_FOR_SCOPE (&lock);
   if (k->sent_ns == 0 && s->lat_ns > 0 &&
       now - k->picked_ns >= 8 * s->lat_ns)
     h = HEDGE_SETUP;
