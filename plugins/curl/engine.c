@@ -217,7 +217,7 @@ attempt (struct conn *c, struct xfer *x)
 {
   struct source *failed = NULL;
   curl_off_t pre, first;
-  unsigned n;
+  unsigned n, fails = 0;
   int r;
 
   x->hedge_off = false;
@@ -260,7 +260,10 @@ attempt (struct conn *c, struct xfer *x)
         x->hedge_off = true;
       resume_stream (x);
     }
-    else if (!sources_fail (x->src, why, false) || n + 1 >= nsources ||
+    /* Its answer's fault: asked of another until each source failed
+     * once (a source only found too slow before has not).
+     */
+    else if (!sources_fail (x->src, why, false) || ++fails >= nsources ||
              !resume_stream (x))
       return r;
     failed = x->src;
