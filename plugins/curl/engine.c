@@ -216,7 +216,6 @@ static int
 attempt (struct conn *c, struct xfer *x)
 {
   struct source *failed = NULL;
-  curl_off_t pre, first;
   unsigned n, fails = 0;
   int r;
 
@@ -226,7 +225,6 @@ attempt (struct conn *c, struct xfer *x)
     return route_attempt (c, x);
   for (n = 0;; n++) {
     uint64_t bytes = asked_bytes (x);
-    char why[sizeof x->why + 40];
 
     x->src = sources_pick (bytes, failed, &x->clock);
     x->hedged = HEDGE_NONE;
@@ -234,23 +232,17 @@ attempt (struct conn *c, struct xfer *x)
     /* From the request sent to its first byte: not the connection's
      * set-up, nor a wait for a stream of its own.
      */
-    pre = first = 0;
-    if (r == 0) {
-      curl_easy_getinfo (c->easy, CURLINFO_PRETRANSFER_TIME_T, &pre);
-      curl_easy_getinfo (c->easy, CURLINFO_STARTTRANSFER_TIME_T, &first);
-    }
     sources_end (x->src, bytes, x->clock.got,
-                 first > pre ? (int64_t) (first - pre) * 1000 : 0);
+                 r == 0 ? timing_answer_wait_ns (c) : 0);
     if (r == 0 || !source_failed (x))
       return r;
-    if (x->hedged == HEDGE_NONE)
-      snprintf (why, sizeof why, "%s", x->why);
-    else
-      sources_why_slow (x->hedged, &x->clock, why, sizeof why);
     if (x->hedged != HEDGE_NONE) {
+      char why[128];
+
       /* Each source may be found too slow twice (it answers again
        * meanwhile), then the read waits where it is.
        */
+      sources_why_slow (x->hedged, &x->clock, why, sizeof why);
       if (!sources_fail (x->src, why, true)) {
         nbdkit_debug ("%s: %s: %s, and no other source is left to ask: "
                       "asked again and waited for", x->what, shown (x), why);
@@ -260,12 +252,14 @@ attempt (struct conn *c, struct xfer *x)
         x->hedge_off = true;
       resume_stream (x);
     }
-    /* Its answer's fault: asked of another until each source failed
-     * once (a source only found too slow before has not).
-     */
-    else if (!sources_fail (x->src, why, false) || ++fails >= nsources ||
-             !resume_stream (x))
-      return r;
+    else {
+      /* Its answer's fault: asked of another until each source failed
+       * once (a source only found too slow before has not).
+       */
+      if (!sources_fail (x->src, x->why, false) || ++fails >= nsources ||
+          !resume_stream (x))
+        return r;
+    }
     failed = x->src;
   }
 }

@@ -159,7 +159,6 @@ probe_new (struct source *s, struct conn *c)
   char byte, why[512];
   const char *no;
   uint32_t got;
-  curl_off_t sent = 0, first = 0;
 
   if (engine_get_first (c, s, &info, 0, &byte, 1, &got) == -1) {
     sources_set (s, SOURCE_DOWN, "no answer (reported above)");
@@ -171,9 +170,7 @@ probe_new (struct source *s, struct conn *c)
     sources_set (s, SOURCE_REFUSED, no);
     return;
   }
-  curl_easy_getinfo (c->easy, CURLINFO_PRETRANSFER_TIME_T, &sent);
-  curl_easy_getinfo (c->easy, CURLINFO_STARTTRANSFER_TIME_T, &first);
-  sources_probed (s, first > sent ? (int64_t) (first - sent) * 1000 : 0);
+  sources_probed (s, timing_answer_wait_ns (c));
   info.etag_on_get = info.etag[0] != '\0';
   info.last_modified_on_get = info.last_modified[0] != '\0';
   s->info = info;
