@@ -160,6 +160,7 @@ struct source {
 extern unsigned nsources;
 extern struct source sources[MAX_SOURCES];
 extern bool sources_many (void);
+extern uint64_t sources_window (void);
 /* Why a request was found too slow at its source (sources_hedge_due):
  * its connection was not set up, it ran much longer than expected, no
  * byte came for long, or its bytes come far slower than another source
@@ -219,6 +220,7 @@ extern bool remote_pin_found (struct pin *pin);
 extern bool remote_pin_of (const struct object_info *info, struct pin *p,
                            char *header, size_t size);
 extern void remote_plugin_thread (void);
+extern void remote_piece_thread (const bool *flag);
 extern void remote_first_bytes (const char *buf, uint32_t len);
 extern bool remote_read_first (void *buf, uint32_t count, uint64_t offset);
 extern bool remote_multirange (void);
@@ -238,6 +240,7 @@ struct read_req {
   char *buf;
   enum { REQ_QUEUED, REQ_RUNNING, REQ_DONE } state;
   bool failed;
+  bool alone;                   /* a piece of a split read (split.c) */
   int64_t queued_ns;            /* when it was queued (CLOCK_MONOTONIC) */
   pthread_cond_t cond;          /* signalled when done or to lead */
   struct read_req *next;        /* in the queue */
@@ -250,7 +253,11 @@ extern void pool_unload (void);
 extern struct conn *pool_get (void);
 extern struct conn *pool_try_get (void);
 extern void pool_put (struct conn *c);
-extern int pool_pread (void *buf, uint32_t count, uint64_t offset);
+extern int pool_pread (void *buf, uint32_t count, uint64_t offset,
+                       bool alone);
+
+/* split.c */
+extern int split_pread (void *buf, uint32_t count, uint64_t offset);
 
 /* batch.c: a batch of reads asked for. */
 #define MAX_BATCH 64            /* reads in one batch */

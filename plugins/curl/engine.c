@@ -141,21 +141,30 @@ retry_delay (const struct xfer *x, unsigned try)
 }
 
 /* Wait delay ms before a retry; false when nbdkit is shutting down or
- * the client went away: nbdkit's sleep ends early then, so neither
- * waits for the back-off.  Not in .get_ready, where nbdkit 1.32 aborts
- * in it (see remote_stopping).
+ * the client went away, looked at every STOP_CHECK_MS: so neither
+ * waits for the back-off (a piece of a split read, split.c, learns it
+ * from the thread that serves its client).  Not in .get_ready, where
+ * nbdkit 1.32 aborts in it (see remote_stopping).
  */
+#define STOP_CHECK_MS 200
+
 static bool
 back_off (unsigned delay)
 {
-  struct timespec ts = {
-    .tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000L,
-  };
+  bool serving = remote_is_serving ();
 
-  if (remote_is_serving ())
-    return nbdkit_nanosleep (ts.tv_sec, ts.tv_nsec) == 0;
-  while (nanosleep (&ts, &ts) == -1 && errno == EINTR)
-    ;
+  while (delay > 0) {
+    unsigned ms = serving && delay > STOP_CHECK_MS ? STOP_CHECK_MS : delay;
+    struct timespec ts = {
+      .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L,
+    };
+
+    while (nanosleep (&ts, &ts) == -1 && errno == EINTR)
+      ;
+    if (serving && remote_stopping ())
+      return false;
+    delay -= ms;
+  }
   return true;
 }
 

@@ -370,7 +370,7 @@ take_batch_locked (struct read_req *me, struct read_req **batch)
    * server takes one range per request, which a batch would ask for
    * one after another, a round trip each.
    */
-  if (slow_locked () && !remote_multirange ())
+  if (me->alone || (slow_locked () && !remote_multirange ()))
     max = 1;
   else if (slow_locked () && available_locked () && max > share_locked ())
     max = share_locked ();
@@ -381,7 +381,7 @@ take_batch_locked (struct read_req *me, struct read_req **batch)
   unqueue_locked (me);
   me->state = REQ_RUNNING;
   batch[n++] = me;
-  while (pool.head != NULL && n < max &&
+  while (pool.head != NULL && n < max && !pool.head->alone &&
          bytes + pool.head->count <= MAX_BATCH_BYTES) {
     struct read_req *r = pool.head;
 
@@ -426,12 +426,16 @@ batch_done_locked (struct conn *c, struct read_req *me,
   put_locked (c);
 }
 
+/* One read; alone: a piece of a split read (split.c), asked on its own
+ * at once, never in a batch with others, which would put it back at
+ * the source of the others.
+ */
 int
-pool_pread (void *buf, uint32_t count, uint64_t offset)
+pool_pread (void *buf, uint32_t count, uint64_t offset, bool alone)
 {
   struct read_req me = {
     .offset = offset, .count = count, .buf = buf, .state = REQ_QUEUED,
-    .queued_ns = monotonic_ns (),
+    .queued_ns = monotonic_ns (), .alone = alone,
   };
   struct read_req *batch[MAX_BATCH];
   struct conn *c;
@@ -456,7 +460,7 @@ pool_pread (void *buf, uint32_t count, uint64_t offset)
       pthread_cond_wait (&me.cond, &pool.lock);
       continue;
     }
-    if (gather_locked (&until)) {
+    if (!alone && gather_locked (&until)) {
       timed_wait (&me.cond, until);
       continue;
     }

@@ -144,7 +144,7 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
   int ret = 0;
 
   if (!enabled ())
-    return pool_pread (buf, count, offset);
+    return split_pread (buf, count, offset);
 
   pthread_mutex_lock (&seg_lock);
   now = monotonic_ns ();
@@ -170,7 +170,7 @@ prefetch_pread (void *buf, uint32_t count, uint64_t offset)
   pthread_mutex_unlock (&seg_lock);
 
   if (done < count)
-    ret = pool_pread ((char *) buf + done, count - done, offset + done);
+    ret = split_pread ((char *) buf + done, count - done, offset + done);
 
   pthread_mutex_lock (&seg_lock);
   ra.inside--;

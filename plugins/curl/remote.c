@@ -28,8 +28,9 @@ struct object_info object = { .size = -1 };
  */
 static bool serving;
 
-/* See remote_plugin_thread. */
+/* See remote_plugin_thread and remote_piece_thread. */
 static __thread bool plugin_thread;
+static __thread const bool *stop_flag;
 
 /* Object pinning: every GET carries a precondition made from the
  * validators found at start-up (If-Match with a strong ETag, else
@@ -237,6 +238,8 @@ remote_is_serving (void)
 bool
 remote_stopping (void)
 {
+  if (stop_flag != NULL)
+    return __atomic_load_n (stop_flag, __ATOMIC_RELAXED);
   return serving && !plugin_thread && nbdkit_nanosleep (0, 0) == -1;
 }
 
@@ -249,6 +252,17 @@ void
 remote_plugin_thread (void)
 {
   plugin_thread = true;
+}
+
+/* The calling thread runs a piece of a read for the nbdkit thread
+ * that serves it (split.c), which sets *flag when its client went or
+ * nbdkit stops: remote_stopping says so here then.
+ */
+void
+remote_piece_thread (const bool *flag)
+{
+  plugin_thread = true;
+  stop_flag = flag;
 }
 
 /* How many answers showed that the object changed: read-ahead drops what

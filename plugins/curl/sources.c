@@ -89,6 +89,41 @@ sample_locked (struct source *s, int64_t now)
  */
 #define NOMINAL_RATE 1.0
 
+/* The bytes the sources up could have on their way at once (split.c):
+ * each one's speed (not measured: the fastest's, or NOMINAL_RATE) times
+ * its wait for a first byte, summed; 0 with fewer than two up.
+ */
+static double fastest_locked (const struct source *except);
+
+uint64_t
+sources_window (void)
+{
+  double fastest, sum = 0;
+  unsigned i, up = 0;
+  LOCK_FOR_SCOPE (&lock);
+
+  fastest = fastest_locked (NULL);
+  for (i = 0; i < nsources; i++) {
+    const struct source *s = &sources[i];
+
+    if (s->state != SOURCE_UP)
+      continue;
+    up++;
+    sum += (s->rate != 0 ? s->rate : fastest != 0 ? fastest : NOMINAL_RATE)
+      * s->lat_ns;
+  }
+  return up < 2 ? 0 : (uint64_t) sum;
+}
+
+/* The bytes s's running requests still wait for. */
+static uint64_t
+to_come_locked (const struct source *s)
+{
+  uint64_t come = __atomic_load_n (&s->recv, __ATOMIC_RELAXED) - s->recv_ended;
+
+  return s->outstanding - min64 (come, s->outstanding);
+}
+
 /* How long a request of bytes at s would take (ns).  A source not yet
  * measured is taken to be as fast as the fastest that is; one left idle
  * is taken to be at least an eighth as fast, so that a source measured
@@ -98,8 +133,7 @@ static double
 expected_locked (const struct source *s, uint64_t bytes, double best)
 {
   double rate = s->rate != 0 ? s->rate : best != 0 ? best : NOMINAL_RATE;
-  uint64_t come = __atomic_load_n (&s->recv, __ATOMIC_RELAXED) - s->recv_ended;
-  uint64_t to_come = s->outstanding - min64 (come, s->outstanding);
+  uint64_t to_come = to_come_locked (s);
   double queued;
 
   if (s->running == 0 && rate < best / 8)
@@ -139,6 +173,22 @@ fallback (const struct source *s, const struct source *avoid)
   return s != avoid && s->state == SOURCE_DOWN && s->proven;
 }
 
+/* A source whose speed is not measured yet while another's is, and
+ * which has a round trip's worth of bytes to come at the fastest's
+ * speed: it gets more only when no other source would do.  Taken to be
+ * as fast as the fastest, a mirror of a quarter of its speed once got
+ * 12 MB at once as it joined, the reads at its end of them were late
+ * (sources_hedge_due) and it was dropped for 2 s.
+ */
+#define TRIAL_PENALTY_NS 6e10
+
+static bool
+on_trial_locked (const struct source *s, double fastest)
+{
+  return s->rate == 0 && fastest != 0 &&
+    to_come_locked (s) >= fastest * s->lat_ns;
+}
+
 /* The source for a request of bytes (not avoid, the one that just
  * failed it, when another is up), counted as running there until
  * sources_end; k: the request's clock, from now (its late_ns: when it
@@ -161,6 +211,8 @@ sources_pick (uint64_t bytes, const struct source *avoid,
     if (!usable (&sources[i], avoid))
       continue;
     e = expected_locked (&sources[i], bytes, fastest);
+    if (on_trial_locked (&sources[i], fastest))
+      e += TRIAL_PENALTY_NS;
     if (best == NULL || e < best_e)
       best = &sources[i], best_e = e;
   }
