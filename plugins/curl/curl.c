@@ -78,6 +78,7 @@ curl_unload (void)
   prefetch_unload ();
   checksum_unload ();
   pool_unload ();
+  mirrors_free ();
   engine_unload ();
   connection_unload ();
   script_unload ();

@@ -206,6 +206,7 @@ extern bool sources_stopping (void);
 extern int mirrors_config (void);
 extern int mirrors_start (void);
 extern void mirrors_unload (void);
+extern void mirrors_free (void);
 
 /* remote.c: what is known about the object (probe.c fills it in and
  * calls remote_serving): pin, multi-range answers, serving yet.

@@ -32,9 +32,10 @@
 #include "curldefs.h"
 #include "secrets.h"
 
-/* One thread for each source (see prober). */
+/* One thread for each source (see prober), and its handle. */
 static pthread_t threads[MAX_SOURCES];
 static unsigned nthreads;
+static struct conn *conns[MAX_SOURCES];
 
 /* One mirror= URL checked into s: its scheme allowed and http or https,
  * its origin, and whether the user's secrets may go to it.
@@ -211,13 +212,13 @@ prober (void *arg)
     nbdkit_error ("mirror %s: not used: no connection for it", s->shown);
     return NULL;
   }
+  conns[s - sources] = c;
   while (sources_await (s)) {
     if (!s->proven)
       probe_new (s, c);
     else
       probe_again (s, c);
   }
-  conn_free (c);
   return NULL;
 }
 
@@ -254,6 +255,24 @@ mirrors_unload (void)
       pthread_join (threads[i], NULL);
     nthreads = 0;
     sources_print ();
+  }
+}
+
+/* After pool_unload: over HTTP/2 the connections a prober's handle
+ * opened stay in mux.c's multi handle, and are closed through that
+ * handle's callbacks when it is cleaned up (its close_cb).  Freed in
+ * the prober's thread, a handle whose source had been asked again
+ * before nbdkit stopped was used after it was freed.
+ */
+void
+mirrors_free (void)
+{
+  unsigned i;
+
+  for (i = 0; i < MAX_SOURCES; i++) {
+    if (conns[i] != NULL)
+      conn_free (conns[i]);
+    conns[i] = NULL;
   }
   for (i = 1; i < nsources; i++)
     free (sources[i].shown);
