@@ -25,13 +25,16 @@
  *
  * Pieces are never gathered into one request with other reads (pool.c),
  * which would put them back on one source.  A read is split only when
- * it holds two pieces of curl_debug_piece (512 KiB), and while the
- * reads in flight ask for less than WINDOWS times the bytes the
- * sources up could have on their way at once (speed times wait for a
- * first byte, summed: sources_window): nbdcopy's 64 reads of 1 MiB in
- * flight fill the links by their number, and split they took 5% longer
- * with a quarter-rate mirror at 100 ms (7.69 s, whole 7.32 s).  At
- * 256 KiB a piece that mirror got pieces it was slow to send, and
+ * it holds two pieces of curl_debug_piece (512 KiB), while the reads in
+ * flight ask for less than WINDOWS times the bytes the sources up could
+ * have on their way at once (speed times wait for a first byte, summed:
+ * sources_window), and while fewer than MAX_THREADS pieces run in
+ * threads: near servers, and clients whose reads in flight cover the
+ * links many times over, are asked whole reads, without a thread's cost
+ * per piece.  (Under load a source's wait for a first byte grows with
+ * the streams queued before, so nbdcopy's 32 reads of 1 MiB in flight
+ * at 100 ms were mostly split too, at no cost measured.)  At 256 KiB a
+ * piece, a quarter-rate mirror got pieces it was slow to send, and
  * qemu-img took 9.1 s where 512 KiB took 7.6 s.
  */
 
@@ -51,6 +54,10 @@ NBDKIT_DLL_PUBLIC int curl_debug_piece = 512;
 
 #define MAX_PIECES 8
 #define WINDOWS 3
+/* At most this many pieces' threads at once, over all reads: beyond,
+ * reads are asked whole.
+ */
+#define MAX_THREADS 64
 #define ALIGN 4096
 /* How often the caller looks whether its client went. */
 #define CHECK_NS (200 * 1000000)
@@ -91,8 +98,11 @@ run_piece (void *arg)
   return NULL;
 }
 
-/* Bytes asked for by the reads in split_pread now. */
+/* Bytes asked for by the reads in split_pread now, and the threads of
+ * their pieces.
+ */
 static uint64_t inflight;
+static unsigned threads;
 
 /* How many pieces a read of count bytes is asked in (1: whole): while
  * the reads in flight, this one's bytes among them, ask for fewer than
@@ -110,7 +120,11 @@ pieces_for (uint32_t count, uint64_t asked)
   if (window == 0 || asked >= WINDOWS * window)
     return 1;
   n = count / min;
-  return n > MAX_PIECES ? MAX_PIECES : n;
+  if (n > MAX_PIECES)
+    n = MAX_PIECES;
+  if (__atomic_load_n (&threads, __ATOMIC_RELAXED) + n - 1 > MAX_THREADS)
+    return 1;
+  return n;
 }
 
 /* The pieces of buf, each but the first started in its thread (one
@@ -139,6 +153,8 @@ start_pieces (struct split *sp, unsigned n, char *buf, uint32_t count,
     err = pthread_create (&p->thread, NULL, run_piece, p);
     p->started = err == 0;
     sp->running += p->started;
+    if (p->started)
+      __atomic_add_fetch (&threads, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock (&sp->lock);
     if (err != 0)
       nbdkit_debug ("pread: pthread_create: %s: a piece asked in turn",
@@ -199,8 +215,10 @@ split_pread (void *buf, uint32_t count, uint64_t offset)
                                      sp.pieces[i].offset, true);
   wait_pieces (&sp);
   for (i = 0; i < n; i++) {
-    if (sp.pieces[i].started)
+    if (sp.pieces[i].started) {
       pthread_join (sp.pieces[i].thread, NULL);
+      __atomic_sub_fetch (&threads, 1, __ATOMIC_RELAXED);
+    }
     if (sp.pieces[i].ret == -1)
       ret = -1;
   }
