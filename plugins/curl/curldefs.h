@@ -371,6 +371,7 @@ extern enum verdict engine_stream_end (struct early_get *g);
 extern int64_t timing_answer_wait_ns (struct conn *c);
 extern int64_t timing_round_trip (void);
 extern int64_t monotonic_ns (void);
+extern struct timespec monotonic_at (int64_t ns);
 /* A server at least SLOW_NS away (timing_round_trip): further than
  * loopback or a LAN, which answer well within a millisecond; users'
  * remote images are 10-150 ms away.  pool.c and prefetch.c.

@@ -415,17 +415,14 @@ perform_here (CURL *e)
 static void
 wait_for (struct mux_req *r, bool *client_gone)
 {
+  int64_t until = monotonic_ns ();
   struct timespec at;
   bool gone;
 
-  clock_gettime (CLOCK_MONOTONIC, &at);
   pthread_mutex_lock (&mux.lock);
   while (!r->done) {
-    at.tv_nsec += CLIENT_CHECK_NS;
-    if (at.tv_nsec >= 1000000000) {
-      at.tv_sec++;
-      at.tv_nsec -= 1000000000;
-    }
+    until += CLIENT_CHECK_NS;
+    at = monotonic_at (until);
     if (pthread_cond_timedwait (&r->cond, &mux.lock, &at) != ETIMEDOUT ||
         r->done)
       continue;

@@ -400,9 +400,7 @@ take_batch_locked (struct read_req *me, struct read_req **batch)
 static void
 timed_wait (pthread_cond_t *cond, int64_t until)
 {
-  struct timespec ts = {
-    .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000,
-  };
+  struct timespec ts = monotonic_at (until);
 
   pthread_cond_timedwait (cond, &pool.lock, &ts);
 }

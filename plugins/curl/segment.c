@@ -347,9 +347,7 @@ seg_start_locked (struct seg_owner *o, uint64_t start, uint64_t end)
 bool
 seg_wait_locked (struct seg *g, int64_t until)
 {
-  struct timespec ts = {
-    .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000,
-  };
+  struct timespec ts = monotonic_at (until);
 
   g->readers++;
   while (g->running && !g->abandon && !stopping && monotonic_ns () < until)

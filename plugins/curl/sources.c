@@ -484,8 +484,7 @@ sources_await (struct source *s)
     if (s->state != SOURCE_DOWN)
       pthread_cond_wait (&cond, &lock);
     else {
-      ts.tv_sec = s->down_until / 1000000000;
-      ts.tv_nsec = s->down_until % 1000000000;
+      ts = monotonic_at (s->down_until);
       pthread_cond_timedwait (&cond, &lock, &ts);
     }
   }

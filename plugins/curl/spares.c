@@ -266,8 +266,7 @@ spare_timer_run (void *arg)
       expire_spares_locked ();
       break;
     }
-    ts.tv_sec = until / 1000000000;
-    ts.tv_nsec = until % 1000000000;
+    ts = monotonic_at (until);
     pthread_cond_timedwait (&spare_timer_cond, &spare_lock, &ts);
   }
   return NULL;

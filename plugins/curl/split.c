@@ -173,12 +173,7 @@ wait_pieces (struct split *sp)
 
   pthread_mutex_lock (&sp->lock);
   while (sp->running > 0) {
-    clock_gettime (CLOCK_MONOTONIC, &at);
-    at.tv_nsec += CHECK_NS;
-    if (at.tv_nsec >= 1000000000) {
-      at.tv_sec++;
-      at.tv_nsec -= 1000000000;
-    }
+    at = monotonic_at (monotonic_ns () + CHECK_NS);
     if (pthread_cond_timedwait (&sp->cond, &sp->lock, &at) != ETIMEDOUT ||
         sp->stop)
       continue;

@@ -136,3 +136,14 @@ monotonic_ns (void)
   clock_gettime (CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * INT64_C (1000000000) + ts.tv_nsec;
 }
+
+/* A time of monotonic_ns as a timespec: a deadline for
+ * pthread_cond_timedwait on a CLOCK_MONOTONIC condition variable.
+ */
+struct timespec
+monotonic_at (int64_t ns)
+{
+  return (struct timespec) {
+    .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000,
+  };
+}
