@@ -87,8 +87,9 @@ static const char usage_text[] =
   "Exit status: 0 success, 1 not http(s), 2 usage, 3 bad URL, 5 proxy\n"
   "not found, 6 host not found, 7 connect, 18 partial, 22 HTTP error with\n"
   "-f, 23 write error, 26 read error, 28 timeout, 35 TLS, 47 too many\n"
-  "redirects, 56 recv error, 60 certificate, 61 transfer coding, 65 body\n"
-  "not sent again; else libcurl's code, as curl.\n";
+  "redirects, 55 send error (a body cut short), 56 recv error,\n"
+  "60 certificate, 61 transfer coding, 65 body not sent again; else\n"
+  "libcurl's code, as curl.\n";
 
 static void usage_error (const char *fmt, ...)
   __attribute__ ((format (printf, 1, 2), noreturn));

@@ -195,6 +195,7 @@ extern bool output_close (struct pipe_state *st);
 struct upload {
   struct io in;                 /* standard input */
   off_t start;                  /* a regular file's offset at start */
+  curl_off_t promised;          /* the Content-Length sent, -1: none */
   curl_off_t sent;              /* bytes read from standard input */
   bool drained;                 /* the last read took all there was */
   bool eof;
@@ -208,6 +209,8 @@ extern void upload_init (struct pipe_state *st);
 extern void upload_open (struct pipe_state *st);
 extern void upload_close (struct pipe_state *st);
 extern curl_off_t upload_length (struct pipe_state *st);
+extern curl_off_t upload_promised (const struct pipe_state *st);
+extern CURLcode upload_check_sent (struct pipe_state *st, CURLcode result);
 extern curl_off_t upload_sent (const struct pipe_state *st);
 extern bool upload_ended (const struct pipe_state *st);
 extern int upload_poll_fd (const struct pipe_state *st);

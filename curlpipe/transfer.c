@@ -43,7 +43,7 @@ run_to_end (struct pipe_state *st, CURLM *multi, struct curl_slist **headers)
 
   if (!open_streams (st) || !easy_options_set (st, headers))
     return CURLE_FAILED_INIT;
-  result = loop_run (st, multi);
+  result = upload_check_sent (st, loop_run (st, multi));
   progress_show (st, true);
   if (result == CURLE_OK)
     upload_check_end (st);

@@ -31,6 +31,7 @@ void
 upload_init (struct pipe_state *st)
 {
   st->upload.in = (struct io) { .fd = -1, .poll_fd = -1 };
+  st->upload.promised = -1;
 }
 
 void
@@ -59,14 +60,56 @@ upload_length (struct pipe_state *st)
   off_t pos;
 
   u->start = lseek (u->in.fd, 0, SEEK_CUR);
+  u->promised = -1;
   if (st->opt->upload_size >= 0)
-    return st->opt->upload_size;
-  if (fstat (u->in.fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
+    u->promised = st->opt->upload_size;
+  else if (fstat (u->in.fd, &sb) == 0 && S_ISREG (sb.st_mode)) {
     pos = lseek (u->in.fd, 0, SEEK_CUR);
     if (pos >= 0 && pos <= sb.st_size)
-      return sb.st_size - pos;
+      u->promised = sb.st_size - pos;
   }
-  return -1;
+  return u->promised;
+}
+
+/* The body's length as announced (Content-Length), -1 for none. */
+curl_off_t
+upload_promised (const struct pipe_state *st)
+{
+  return st->upload.promised;
+}
+
+/* The transfer is over (result): did the whole promised body go out?
+ * A server that answers a success before it has read a body of known
+ * length and closes has cut that body short: it was promised and not
+ * delivered, a failure (55, as curl's send error) even though the
+ * answer came whole.  A body of unknown length (chunked) has no such
+ * promise, and there the answer's end is the normal end of a tunnel
+ * (exit_status).  An error answer (300 or more) is left alone: libcurl
+ * stops sending on its own then, as curl does; so is a redirect
+ * followed with a request that has no body.
+ */
+CURLcode
+upload_check_sent (struct pipe_state *st, CURLcode result)
+{
+  curl_off_t sent = 0;
+  long code = 0;
+  char *method = NULL;
+
+  if (st->upload.promised < 0 ||
+      (result != CURLE_OK && result != CURLE_SEND_ERROR))
+    return result;
+  curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_getinfo (st->easy, CURLINFO_EFFECTIVE_METHOD, &method);
+  curl_easy_getinfo (st->easy, CURLINFO_SIZE_UPLOAD_T, &sent);
+  if (code >= 300 || sent >= st->upload.promised ||
+      (method != NULL && (strcmp (method, "GET") == 0 ||
+                          strcmp (method, "HEAD") == 0)))
+    return result;
+  failure_curl (st, "the server answered before the whole body was sent: %"
+                CURL_FORMAT_CURL_OFF_T " of the %" CURL_FORMAT_CURL_OFF_T
+                " bytes of its Content-Length went out", sent,
+                st->upload.promised);
+  return CURLE_SEND_ERROR;
 }
 
 /* What the loop needs to know of the upload. */

@@ -33,6 +33,10 @@
 #   /hello-close   Content-Length: 5, "hello", and closes the connection
 #                  at once without reading the request body
 #   /ok            Content-Length: 3, "ok\n"; holds
+#   /read-1m       reads 1 MiB of the request body (or less if the
+#                  client stops sending), answers 200 with
+#                  Content-Length: 3 "ok\n" (no "Connection: close"),
+#                  then closes without reading the rest
 #   /count         reads the request body until the connection is quiet
 #                  for 1 s, ends or 5 s have passed, logs
 #                  "count BYTES" (every byte that came after the request
@@ -147,6 +151,14 @@ def serve(c):
     elif mode == "ok":
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
         hold(c)
+    elif mode == "read-1m":
+        got = len(rest)
+        while got < 1024 * 1024:
+            d = c.recv(min(65536, 1024 * 1024 - got))
+            if not d:
+                break
+            got += len(d)
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
     elif mode == "count":
         got = len(rest)
         c.settimeout(1)
