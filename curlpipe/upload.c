@@ -6,7 +6,8 @@
  * it is known, CURLOPT_READFUNCTION reading it as far as it has bytes
  * and holding them back while an answer that came meanwhile is read
  * first, CURLOPT_SEEKFUNCTION going back to its start for -L, and at
- * the end the check that --upload-size was the whole of it.
+ * the end the checks that the promised length (--upload-size, or a
+ * regular file's size at the start) went out and was the whole of it.
  */
 
 #include <config.h>
@@ -208,11 +209,17 @@ read_ended (struct pipe_state *st, ssize_t n)
 
   if (n == 0) {
     /* libcurl would wait for the rest of the promised body for ever. */
-    if (st->opt->upload_size >= 0 && u->sent < st->opt->upload_size) {
-      failure_input (st, "standard input ended after %"
-                     CURL_FORMAT_CURL_OFF_T " of the %" CURL_FORMAT_CURL_OFF_T
-                     " bytes of --upload-size", u->sent,
-                     st->opt->upload_size);
+    if (u->promised >= 0 && u->sent < u->promised) {
+      if (st->opt->upload_size >= 0)
+        failure_input (st, "standard input ended after %"
+                       CURL_FORMAT_CURL_OFF_T " of the %"
+                       CURL_FORMAT_CURL_OFF_T " bytes of --upload-size",
+                       u->sent, u->promised);
+      else
+        failure_input (st, "standard input (a regular file) ended after %"
+                       CURL_FORMAT_CURL_OFF_T " of the %"
+                       CURL_FORMAT_CURL_OFF_T " bytes it had at the start",
+                       u->sent, u->promised);
       return CURL_READFUNC_ABORT;
     }
     u->eof = true;
@@ -251,12 +258,12 @@ upload_read_cb (char *buf, size_t size, size_t nitems, void *opaque)
     pause_upload (st);
     return CURL_READFUNC_PAUSE;
   }
-  /* Never more than --upload-size: what follows would be taken by the
-   * server for the start of another request.
+  /* Never more than the Content-Length sent (--upload-size, or a
+   * regular file's size at the start, which may grow): what follows
+   * would be taken by the server for the start of another request.
    */
-  if (st->opt->upload_size >= 0 &&
-      (curl_off_t) want > st->opt->upload_size - u->sent)
-    want = st->opt->upload_size - u->sent;
+  if (u->promised >= 0 && (curl_off_t) want > u->promised - u->sent)
+    want = u->promised - u->sent;
   if (want == 0)
     return 0;
   n = io_read (&u->in, buf, want);
@@ -296,10 +303,14 @@ upload_seek_cb (void *opaque, curl_off_t offset, int origin)
   return CURL_SEEKFUNC_CANTSEEK;
 }
 
-/* --upload-size N sent N bytes: standard input must end there.  Bytes
- * beyond N mean the size was wrong and the server got a truncated body:
- * an error, not a success.  A writer that neither writes nor closes
- * within 5 s is given the benefit of the doubt.
+/* A promised length N was sent whole (--upload-size N, or a regular
+ * file's size at the start): standard input must end there.  Bytes
+ * beyond N mean the size was wrong, or the file grew while it was sent,
+ * and the server got a truncated body: an error, not a success.  A
+ * writer that neither writes nor closes within 5 s is given the benefit
+ * of the doubt.  Fewer than N bytes read means the server's answer
+ * stopped the upload (an error answer, see upload_check_sent), not
+ * that standard input has more.
  */
 void
 upload_check_end (struct pipe_state *st)
@@ -310,8 +321,8 @@ upload_check_end (struct pipe_state *st)
   ssize_t n;
   struct stat sb;
 
-  if (st->opt->upload_size < 0 || u->eof || failure_input_seen (st) ||
-      fstat (u->in.fd, &sb) == -1)
+  if (u->promised < 0 || u->sent < u->promised || u->eof ||
+      failure_input_seen (st) || fstat (u->in.fd, &sb) == -1)
     return;
   /* A terminal is left alone: reading it would wait for the user. */
   if (!S_ISREG (sb.st_mode) && !u->in.stream)
@@ -319,8 +330,12 @@ upload_check_end (struct pipe_state *st)
   if (u->in.stream && poll (&pfd, 1, 5000) <= 0)
     return;
   n = io_read (&u->in, &c, 1);
-  if (n > 0)
+  if (n > 0 && st->opt->upload_size >= 0)
     failure_input (st, "standard input has more than the %"
                    CURL_FORMAT_CURL_OFF_T " bytes of --upload-size",
-                   st->opt->upload_size);
+                   u->promised);
+  else if (n > 0)
+    failure_input (st, "standard input (a regular file) grew past the %"
+                   CURL_FORMAT_CURL_OFF_T " bytes it had at the start: "
+                   "the rest was not sent", u->promised);
 }

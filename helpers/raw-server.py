@@ -42,6 +42,9 @@
 #                  "count BYTES" (every byte that came after the request
 #                  head on the connection), then answers "ok\n" and
 #                  closes
+#   /count-late    as /count, after 2 s of reading nothing (the client's
+#                  sends fill the socket buffers and wait); logs
+#                  "count-late" at once, then "count BYTES"
 #
 # "Holds" means: reads (and discards) the rest of the upload until the
 # client closes the connection or 20 s have passed.  In the log, a line
@@ -159,7 +162,9 @@ def serve(c):
                 break
             got += len(d)
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
-    elif mode == "count":
+    elif mode in ("count", "count-late"):
+        if mode == "count-late":
+            time.sleep(2)
         got = len(rest)
         c.settimeout(1)
         end = time.monotonic() + 5
