@@ -64,19 +64,34 @@ download_num_headers (const struct pipe_state *st)
 /* Each header line of the answers: its framing (framing.c), how many
  * there are for -w, and with -D the line itself, to the file or to the
  * answer's stream ("-"), as curl writes them.
+ *
+ * An answer's status line is the first line libcurl gives, or the first
+ * after the blank line that ends a header block (a 1xx answer's, a
+ * redirect's that -L follows, a proxy's CONNECT answer's); every other
+ * line is a header, whatever it starts with: a header named "HTTP/x"
+ * taken for a status line would reset the answer's framing, and the
+ * chunked framing would then be written out as the body.
  */
 size_t
 download_header_cb (char *data, size_t size, size_t nmemb, void *opaque)
 {
   struct pipe_state *st = opaque;
+  struct download *d = &st->download;
   size_t len = size * nmemb;
+  bool blank = len <= 2 && (len == 0 || data[0] == '\r' || data[0] == '\n');
 
-  if (len >= 5 && strncmp (data, "HTTP/", 5) == 0)
-    st->download.num_headers = 0;
-  else if (len > 2)             /* not the empty line at the end */
-    st->download.num_headers++;
-  if (!framing_header_line (st, data, len))
-    return 0;
+  if (!d->in_block) {
+    d->in_block = true;
+    d->num_headers = 0;
+    framing_new_answer (st);
+  }
+  else if (blank)
+    d->in_block = false;
+  else {
+    d->num_headers++;
+    if (!framing_header_line (st, data, len))
+      return 0;
+  }
   if (st->opt->dump_header == NULL)
     return len;
   if (st->download.headers != NULL) {

@@ -62,23 +62,30 @@ transfer_coding (struct framing *f, const char *v, size_t len)
   return true;
 }
 
-/* Each header line of the answers (download.c's header callback): a
- * status line starts a new answer, whose framing is read afresh; a
- * Transfer-Encoding says whether its body is chunked.  False when the
- * framing is refused.
+/* A status line (download.c tells which line is one) starts a new
+ * answer, whose framing is read afresh.
+ */
+void
+framing_new_answer (struct pipe_state *st)
+{
+  struct framing *f = &st->framing;
+
+  f->chunked = false;
+  f->refused = NULL;
+  f->state = CH_SIZE;
+  f->left = 0;
+  f->digits = 0;
+}
+
+/* Each header line of an answer after its status line (download.c's
+ * header callback): a Transfer-Encoding says whether its body is
+ * chunked.  False when the framing is refused.
  */
 bool
 framing_header_line (struct pipe_state *st, const char *line, size_t len)
 {
   struct framing *f = &st->framing;
 
-  if (len >= 5 && strncmp (line, "HTTP/", 5) == 0) {
-    f->chunked = false;
-    f->refused = NULL;
-    f->state = CH_SIZE;
-    f->left = 0;
-    f->digits = 0;
-  }
   if (len > 18 && strncasecmp (line, "transfer-encoding:", 18) == 0)
     return transfer_coding (f, line + 18, len - 18);
   return true;

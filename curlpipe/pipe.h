@@ -118,6 +118,7 @@ struct framing {
   curl_off_t received;          /* the body's bytes, decoded */
 };
 
+extern void framing_new_answer (struct pipe_state *st);
 extern bool framing_header_line (struct pipe_state *st, const char *line,
                                  size_t len);
 extern size_t framing_decode (struct pipe_state *st, const char **p,
@@ -238,6 +239,8 @@ extern void progress_show (struct pipe_state *st, bool last);
 struct download {
   FILE *headers;                /* -D FILE, NULL for none or "-" */
   long num_headers;             /* in the last answer, for -w */
+  bool in_block;                /* an answer's status line came, and not
+                                 * yet the blank line ending its headers */
   bool body_started;
 };
 

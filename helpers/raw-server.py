@@ -30,6 +30,12 @@
 #                  one chunk and the last chunk; holds
 #   /te-chunked-twice  "Transfer-Encoding: chunked" in two header lines
 #                  (chunked twice): a body chunked twice; holds
+#   /status-header a chunked answer, "hello" and the last chunk, whose
+#                  header block has, after its Transfer-Encoding, a
+#                  header "HTTP/1.1 200 OK: x" (a header, not a status
+#                  line: only an answer's first line is one; libcurl
+#                  refuses a header line without a colon); holds
+#   /status-colon  the same with a header "HTTP/x: y"; holds
 #   /hello-close   Content-Length: 5, "hello", and closes the connection
 #                  at once without reading the request body
 #   /ok            Content-Length: 3, "ok\n"; holds
@@ -148,6 +154,12 @@ def serve(c):
         c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
                   b"Transfer-Encoding: chunked\r\n\r\n"
                   + b"%x\r\n" % len(inner) + inner + b"\r\n0\r\n\r\n")
+        hold(c)
+    elif mode in ("status-header", "status-colon"):
+        line = (b"HTTP/1.1 200 OK: x" if mode == "status-header"
+                else b"HTTP/x: y")
+        c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n" +
+                  line + b"\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
         hold(c)
     elif mode == "hello-close":
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
