@@ -1385,6 +1385,20 @@ class IgnoreContentRangePut502(Handler):
         self.answer(502, b"bad gateway\n")
 
 
+class StatusHeader(Handler):
+    """Every answer's header block ends with headers named like status
+    lines ("HTTP/x: y", "HTTP/1.1 200 OK: x"): headers all the same,
+    since only an answer's first line is its status line (libcurl and
+    curl take them as headers).  A client that takes one for a status
+    line starts the answer afresh and loses the status, Content-Length
+    and Content-Range before it."""
+
+    def end_headers(self):
+        self.send_header("HTTP/x", "y")
+        self.send_header("HTTP/1.1 200 OK", "x")
+        super().end_headers()
+
+
 MODES = {
     "normal": Handler,
     "reset-some": ResetSome,
@@ -1441,6 +1455,7 @@ MODES = {
     "short-body-large": ShortBodyLarge,
     "drip-large": DripLarge,
     "drip-after-probe": DripAfterProbe,
+    "status-header": StatusHeader,
 }
 
 # multipart-lf: legal, bare LF framing.  multipart-{short,long}{1,2}-

@@ -59,8 +59,13 @@ callbacks_judge (struct xfer *x)
 static bool
 headers_end (struct xfer *x)
 {
-  if (x->a.status >= 100 && x->a.status <= 199)
-    return true;                /* interim answer, the real one follows */
+  /* An interim answer: the real one follows, its status line first
+   * (header_cb takes the next line for one while the status is 0).
+   */
+  if (x->a.status >= 100 && x->a.status <= 199) {
+    answer_reset (&x->a);
+    return true;
+  }
   x->a.headers_done = true;
   if (!callbacks_judge (x))
     return false;
@@ -114,6 +119,16 @@ note_location (struct xfer *x, const char *v, size_t len)
   }
 }
 
+/* Each line of the answer's header blocks.  The status line is an
+ * answer's first line, taken while the status is 0 (answer_reset, at
+ * the exchange's start and after an interim 1xx answer's headers).
+ * Redirects are separate exchanges (route.c), libcurl asks for no
+ * credentials of its own (Basic only) and hides a proxy's CONNECT
+ * answer, so no other answer comes first.  Any later line is a header
+ * or a trailer, whatever it starts with: one named "HTTP/x" taken for a
+ * status line would lose the status and the headers before it, and
+ * every answer would be refused.
+ */
 static size_t
 header_cb (char *data, size_t size, size_t nmemb, void *opaque)
 {
@@ -145,13 +160,10 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     len--;
   line[len] = '\0';
 
-  if (strncmp (line, "HTTP/", 5) == 0) {
+  /* The status line: the status is 0 until it comes. */
+  if (x->a.status == 0) {
     ack_now (x);
     v = strchr (line, ' ');
-    /* Redirects are separate exchanges (route.c): a second status
-     * line follows only an interim 1xx answer, which has no body.
-     */
-    answer_reset (&x->a);
     x->a.status = v ? strtol (v + 1, NULL, 10) : 0;
     return len == 0 ? 0 : size * nmemb;
   }
