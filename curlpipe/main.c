@@ -138,6 +138,14 @@ upload_file (const char *name)
   close (fd);
 }
 
+/* The most -w @FILE reads, line ends included: a format is a line or
+ * a few, and a file past this is not one (-w @/dev/zero, an endless
+ * -w @-), which would otherwise be read until memory runs out.  curl
+ * 7.88 refuses past 256 MiB (exit 2 too), and reads /dev/zero for ever
+ * (its NULs add nothing to its count).
+ */
+#define WRITE_OUT_FILE_MAX (1024 * 1024)
+
 /* -w @FILE, -w @-: the format is the file's (or standard input's)
  * lines, joined without their line ends, as curl reads it.  @- reads
  * standard input to its end, which leaves the upload empty (as in
@@ -148,7 +156,7 @@ read_format (const char *name)
 {
   FILE *fp = strcmp (name, "-") == 0 ? stdin : fopen (name, "re");
   char *text;
-  size_t size = 256, n = 0;
+  size_t size = 256, n = 0, read = 0;
   int c;
 
   if (fp == NULL)
@@ -157,6 +165,9 @@ read_format (const char *name)
   if (text == NULL)
     out_of_memory ();
   for (c = getc (fp); c != EOF; c = getc (fp)) {
+    if (++read > WRITE_OUT_FILE_MAX)
+      usage_error ("-w @%s: longer than %d bytes", name,
+                   WRITE_OUT_FILE_MAX);
     if (c == '\r' || c == '\n')
       continue;
     if (n + 1 == size) {
