@@ -210,7 +210,6 @@ extern void upload_init (struct pipe_state *st);
 extern void upload_open (struct pipe_state *st);
 extern void upload_close (struct pipe_state *st);
 extern curl_off_t upload_length (struct pipe_state *st);
-extern curl_off_t upload_promised (const struct pipe_state *st);
 extern CURLcode upload_check_sent (struct pipe_state *st, CURLcode result);
 extern curl_off_t upload_sent (const struct pipe_state *st);
 extern bool upload_ended (const struct pipe_state *st);

@@ -143,14 +143,6 @@ exit_status (struct pipe_state *st, CURLcode result)
     failure_report (st, "%s: the answer's framing: %s", st->url, refusal);
     return refusal_code;
   }
-  /* The server ended a whole answer and closed while more of a body of
-   * unknown length was being sent: the end of a tunnel, the exchange is
-   * done (curl says 55).  A body whose length was promised and not all
-   * sent is a failure (upload_check_sent).
-   */
-  if (result == CURLE_SEND_ERROR && upload_promised (st) < 0 &&
-      framing_answer_whole (st) == 1)
-    result = CURLE_OK;
   if (result == CURLE_SEND_FAIL_REWIND) {
     failure_report (st, "%s: -L: the redirect needs the body sent again, and "
          "standard input (a stream) cannot replay it", st->url);

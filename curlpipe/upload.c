@@ -72,22 +72,16 @@ upload_length (struct pipe_state *st)
   return u->promised;
 }
 
-/* The body's length as announced (Content-Length), -1 for none. */
-curl_off_t
-upload_promised (const struct pipe_state *st)
-{
-  return st->upload.promised;
-}
-
 /* The transfer is over (result): did the whole promised body go out?
  * A server that answers a success before it has read a body of known
  * length and closes has cut that body short: it was promised and not
  * delivered, a failure (55, as curl's send error) even though the
  * answer came whole.  A body of unknown length (chunked) has no such
- * promise, and there the answer's end is the normal end of a tunnel
- * (exit_status).  An error answer (300 or more) is left alone: libcurl
- * stops sending on its own then, as curl does; so is a redirect
- * followed with a request that has no body.
+ * promise: there a send that failed because the server closed after a
+ * whole answer is the normal end of a tunnel, a success (curl says
+ * 55).  An error answer (300 or more) is left alone: libcurl stops
+ * sending on its own then, as curl does; so is a redirect followed with
+ * a request that has no body.
  */
 CURLcode
 upload_check_sent (struct pipe_state *st, CURLcode result)
@@ -96,8 +90,10 @@ upload_check_sent (struct pipe_state *st, CURLcode result)
   long code = 0;
   char *method = NULL;
 
-  if (st->upload.promised < 0 ||
-      (result != CURLE_OK && result != CURLE_SEND_ERROR))
+  if (st->upload.promised < 0)
+    return result == CURLE_SEND_ERROR && framing_answer_whole (st) == 1
+      ? CURLE_OK : result;
+  if (result != CURLE_OK && result != CURLE_SEND_ERROR)
     return result;
   curl_easy_getinfo (st->easy, CURLINFO_RESPONSE_CODE, &code);
   curl_easy_getinfo (st->easy, CURLINFO_EFFECTIVE_METHOD, &method);
