@@ -95,7 +95,13 @@ download_header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   if (st->opt->dump_header == NULL)
     return len;
   if (st->download.headers != NULL) {
-    if (fwrite (data, 1, len, st->download.headers) != len) {
+    /* Out at the end of each header block, before the body's first
+     * byte: -D's file may be where the body goes under another name
+     * (-D - -o /dev/stdout, -D /dev/stdout), and stdio would hold the
+     * headers until it closes, after the body.
+     */
+    if (fwrite (data, 1, len, st->download.headers) != len ||
+        (blank && fflush (st->download.headers) == EOF)) {
       failure_output (st, "-D: %s", strerror (errno));
       return 0;
     }
