@@ -41,17 +41,24 @@ download_headers_open (struct pipe_state *st)
 }
 
 /* False when closing -D's file (or flushing standard output, for -D -
- * with -o FILE) showed an error, with errno.
+ * with -o FILE), or a flush at a header block's end, showed an error,
+ * with errno.
  */
 bool
 download_headers_close (struct pipe_state *st)
 {
   FILE *fp = st->download.headers;
+  bool ok;
 
   st->download.headers = NULL;
   if (fp == NULL)
     return true;
-  return (fp == stdout ? fflush (stdout) : fclose (fp)) != EOF;
+  ok = (fp == stdout ? fflush (stdout) : fclose (fp)) != EOF;
+  if (st->download.flush_errno != 0) {
+    errno = st->download.flush_errno;
+    return false;
+  }
+  return ok;
 }
 
 /* The last answer's header lines, for -w's %{num_headers}. */
@@ -98,13 +105,16 @@ download_header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     /* Out at the end of each header block, before the body's first
      * byte: -D's file may be where the body goes under another name
      * (-D - -o /dev/stdout, -D /dev/stdout), and stdio would hold the
-     * headers until it closes, after the body.
+     * headers until it closes, after the body.  A flush that fails is
+     * reported when the file closes (download_headers_close), and the
+     * body still goes out.
      */
-    if (fwrite (data, 1, len, st->download.headers) != len ||
-        (blank && fflush (st->download.headers) == EOF)) {
+    if (fwrite (data, 1, len, st->download.headers) != len) {
       failure_output (st, "-D: %s", strerror (errno));
       return 0;
     }
+    if (blank && fflush (st->download.headers) == EOF && d->flush_errno == 0)
+      d->flush_errno = errno;
     return len;
   }
   if (len > output_space (st)) {

@@ -237,6 +237,7 @@ extern void progress_show (struct pipe_state *st, bool last);
 /* download.c: the answer's headers and the start of its body. */
 struct download {
   FILE *headers;                /* -D FILE, NULL for none or "-" */
+  int flush_errno;              /* its first failed flush, 0: none */
   long num_headers;             /* in the last answer, for -w */
   bool in_block;                /* an answer's status line came, and not
                                  * yet the blank line ending its headers */
