@@ -1142,6 +1142,23 @@ start_signed_nginx ()
     }"
 }
 
+# start_redirector NAME: helpers/redirector.py on $NAME_port, steered by
+# the files in $tmp/NAME (target, sign, tokens, hang, fail, uses: see
+# the helper), its log in $tmp/NAME.log.
+start_redirector ()
+{
+  local name=$1 port
+  mkdir -p "$tmp/$name"
+  : >"$tmp/$name.log"
+  rm -f "$tmp/$name.port"
+  "$PYTHON" "$helpers_srcdir/redirector.py" --dir "$tmp/$name" \
+            --log "$tmp/$name.log" --port-file "$tmp/$name.port" \
+            </dev/null >"$tmp/$name.out" 2>&1 &
+  await_port_file "$!" "$tmp/$name.port" "$tmp/$name.out" "redirector"
+  port=$(cat "$tmp/$name.port")
+  printf -v "${name}_port" %s "$port"
+}
+
 # reads_moved_at_11 NAME STRIDE SKEW LEN MOVED GONE: 20 reads of LEN
 # bytes at i * STRIDE + SKEW (i = 1..20) through $uri, each compared
 # with $image; before the 11th the files MOVED and GONE are made (the

@@ -330,7 +330,8 @@ extern void spares_unload (void);
 extern int script_init (void);
 extern int script_headers (struct curl_slist **list);
 extern int script_cookie (char **cookie);
-extern int script_url (char **url);
+extern int script_url (char **url, unsigned *serial);
+extern int script_url_serial (unsigned *serial);
 extern bool script_url_refused (const char *url);
 extern void script_unload (void);
 

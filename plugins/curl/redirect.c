@@ -12,10 +12,13 @@
  * The target is remembered so that reads go straight to it, on
  * connections to its origin, instead of asking url= again for every
  * read (a round trip each, and three quarters of an import's time for
- * some importers).  It is resolved again, by one request while the
- * others wait for it (redirect_target_claim), when the target refuses
- * (401, 403, 404, 410), when its connection fails, and before an expiry
- * its URL carries (presigned URLs).
+ * some importers).  It is resolved again, by one request at a time
+ * (redirect_target_claim), when the target refuses (401, 403, 404,
+ * 410), when its connection fails, and before an expiry its URL
+ * carries (presigned URLs); before expiry the others go on with the old
+ * target meanwhile, and a renewal that failed waits a back-off.
+ * Targets that keep failing soon after they were found are no longer
+ * remembered at all.
  */
 
 #include <config.h>
@@ -269,19 +272,67 @@ renew_margin (const struct target *t)
   return m < 1 ? 1 : m > 60 ? 60 : m;
 }
 
+/* A target that stops serving after fewer reads than SHORT_READS was
+ * short-lived; after SHORT_MAX such targets in a row none is remembered
+ * any more.  A redirector that hands out links good for a few requests
+ * each (single-use tokens) makes a remembered target a detour that
+ * fails, where following url= for each read does not.
+ */
+#define SHORT_READS 16
+#define SHORT_MAX 3
+
+/* A renewal before expiry that failed waits this long at most before
+ * the next (1 s, then doubling), while the old target serves: a
+ * redirector that is down or hangs is not asked once per read.
+ */
+#define BACKOFF_MAX 32
+
 /* The remembered target, shared by all requests. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t resolved = PTHREAD_COND_INITIALIZER;
 static struct target current;    /* url NULL: none (ask url=) */
 static bool resolving;           /* a request is finding a new one */
+static unsigned served;          /* reads the current target served */
+static unsigned short_lived;     /* short-lived targets in a row */
+static bool given_up;            /* none is remembered any more */
+static int64_t retry_at;         /* no renewal before expiry till then */
+static int64_t backoff;          /* seconds: the last wait, 0 if none */
+/* The end of the chain that reads were last served from, for
+ * redirect_same_target; NULL: none yet, or url-script's new URL.
+ */
+static char *last;
+
+/* The target serves: not refused, not expired. */
+static bool
+valid_locked (int64_t now)
+{
+  return current.url != NULL && !current.stale &&
+    (current.expires < 0 || now < current.expires);
+}
+
+/* The target is to be resolved again: it failed, or it is near its
+ * expiry (not during a back-off, unless it has expired).
+ */
+static bool
+due_locked (int64_t now)
+{
+  return current.url != NULL &&
+    (current.stale ||
+     (current.expires >= 0 && now >= current.expires -
+      renew_margin (&current) &&
+      (now >= retry_at || now >= current.expires)));
+}
 
 /* The target to send a request to: a copy into *t (t->url to free; NULL
  * means url=), its generation in t->gen.  When it is due for renewal
  * (near its expiry, or stale after a failure), the first caller to see
  * it is told to resolve it (returns true: ask url= and call
  * redirect_target_set or redirect_target_release; *t is still the old
- * target, which a renewal before expiry that fails may fall back to),
- * and the others wait for its result.  now is seconds since the epoch.
+ * target, which a renewal before expiry that fails may fall back to).
+ * While that runs, the others go on with the old target if it still
+ * serves (a renewal before expiry), else wait for its result: a
+ * redirector that hangs or fails holds up one read, not all.  now is
+ * seconds since the epoch.
  */
 bool
 redirect_target_claim (struct target *t, int64_t now)
@@ -289,44 +340,65 @@ redirect_target_claim (struct target *t, int64_t now)
   LOCK_FOR_SCOPE (&lock);
 
   for (;;) {
-    bool due = current.url != NULL &&
-      (current.stale ||
-       (current.expires >= 0 && now >= current.expires -
-        renew_margin (&current)));
+    bool due = due_locked (now);
 
-    if (!due && !resolving) {
+    if (due && !resolving) {
+      resolving = true;
+      *t = current;
+      t->url = strdup (current.url);
+      return true;
+    }
+    if (!due || valid_locked (now)) {
       *t = current;
       t->url = current.url ? strdup (current.url) : NULL;
       if (current.url != NULL && t->url == NULL)
         t->stale = true;        /* out of memory: ask url= */
       return false;
     }
-    if (!resolving) {
-      resolving = true;
-      *t = current;
-      t->url = strdup (current.url);
-      return true;
-    }
     pthread_cond_wait (&resolved, &lock);
   }
 }
 
-/* The chain from a URL at origin home ends at url (a copy is kept),
- * trusted or not; found is now.  Ends a claim.
+/* Remember url as the end of the chain reads are served from. */
+static void
+set_last_locked (const char *url)
+{
+  char *copy = strdup (url);
+
+  /* Out of memory: the older one is still a target they came from. */
+  if (copy != NULL) {
+    free (last);
+    last = copy;
+  }
+}
+
+/* The chain from a URL at origin home (url-script's run given, 0
+ * without) ends at url (a copy is kept), trusted or not; found is now.
+ * Ends a claim.  False if it is not remembered: none is any more.
  */
-void
+bool
 redirect_target_set (const char *url, bool trusted,
-                     const struct origin *home, int64_t now)
+                     const struct origin *home, int64_t now, unsigned given)
 {
   char *copy = url ? strdup (url) : NULL;
   LOCK_FOR_SCOPE (&lock);
 
+  resolving = false;
+  retry_at = backoff = 0;
+  pthread_cond_broadcast (&resolved);
+  if (url != NULL)
+    set_last_locked (url);
+  if (given_up) {
+    free (copy);
+    return false;
+  }
   free (current.url);
   current.url = copy;
   current.trusted = trusted;
   current.home = *home;
   current.stale = false;
   current.found = now;
+  current.given = given;
   current.expires = copy ? redirect_expiry (copy) : -1;
   /* Already past when found: the signer's clock and ours differ (the
    * URL still works, or it would not have been reached).  Renewing at
@@ -340,8 +412,8 @@ redirect_target_set (const char *url, bool trusted,
     current.url = NULL;
   }
   current.gen++;
-  resolving = false;
-  pthread_cond_broadcast (&resolved);
+  served = 0;
+  return current.url != NULL;
 }
 
 /* The target of generation gen redirected further, to url (trusted or
@@ -361,6 +433,7 @@ redirect_target_moved (unsigned gen, const char *url, bool trusted,
     free (copy);
     return;
   }
+  set_last_locked (copy);
   free (current.url);
   current.url = copy;
   current.trusted = trusted;
@@ -370,32 +443,108 @@ redirect_target_moved (unsigned gen, const char *url, bool trusted,
   if (current.expires >= 0 && current.expires <= now + 1)
     current.expires = -1;
   current.gen++;
+  served = 0;
 }
 
 /* A claim ended without a new target (the request failed): the old one
  * stays, not stale, so that the next request does not ask again at
- * once; it is renewed when it fails again.
+ * once; it is renewed when it fails again, or, near its expiry, after a
+ * back-off (1 s, then twice as long each time, at most BACKOFF_MAX;
+ * whole seconds, so the first wait is 1-2 s).
  */
 void
-redirect_target_release (void)
+redirect_target_release (int64_t now)
 {
   LOCK_FOR_SCOPE (&lock);
 
   current.stale = false;
   resolving = false;
+  backoff = backoff == 0 ? 1 : backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX
+    : backoff * 2;
+  retry_at = now + 1 + backoff;
   pthread_cond_broadcast (&resolved);
 }
 
 /* The target of generation gen failed (refused, or its connection did):
  * the next request resolves it again.  A later generation is left alone.
+ * True when this made it the SHORT_MAX-th short-lived target in a row:
+ * none is remembered from now on (reads follow url= each time).
  */
-void
+bool
 redirect_target_failed (unsigned gen)
 {
   LOCK_FOR_SCOPE (&lock);
 
-  if (current.url != NULL && current.gen == gen)
-    current.stale = true;
+  if (current.url == NULL || current.gen != gen || current.stale)
+    return false;
+  current.stale = true;
+  short_lived = served < SHORT_READS ? short_lived + 1 : 0;
+  if (short_lived < SHORT_MAX)
+    return false;
+  given_up = true;
+  free (current.url);
+  current.url = NULL;
+  current.gen++;
+  pthread_cond_broadcast (&resolved);
+  return true;
+}
+
+/* A read at the target of generation gen was served. */
+void
+redirect_target_served (unsigned gen)
+{
+  LOCK_FOR_SCOPE (&lock);
+
+  if (current.gen == gen && served < SHORT_READS)
+    served++;
+}
+
+/* url-script's current run is given: a target that came from the URL
+ * of another run (one that printed another URL) is dropped, and reads
+ * follow the new URL.  True if it was.
+ */
+bool
+redirect_target_given (unsigned given)
+{
+  LOCK_FOR_SCOPE (&lock);
+
+  if (current.url == NULL || current.given == given)
+    return false;
+  free (current.url);
+  current.url = NULL;
+  current.stale = false;
+  current.gen++;
+  /* The script names the object now: its chain starts afresh. */
+  free (last);
+  last = NULL;
+  pthread_cond_broadcast (&resolved);
+  return true;
+}
+
+/* Whether two chain ends are the same target: the same URL or, for
+ * presigned URLs (both carry an expiry: redirect_expiry), the same URL
+ * up to its query, which holds the signature and its time.
+ */
+bool
+redirect_same_target (const char *a, const char *b)
+{
+  size_t n = strcspn (a, "?#");
+
+  if (strcmp (a, b) == 0)
+    return true;
+  return redirect_expiry (a) >= 0 && redirect_expiry (b) >= 0 &&
+    strcspn (b, "?#") == n && strncmp (a, b, n) == 0;
+}
+
+/* The end of the chain that reads were last served from (to free), or
+ * NULL if none is known.
+ */
+char *
+redirect_target_last (void)
+{
+  LOCK_FOR_SCOPE (&lock);
+
+  return last ? strdup (last) : NULL;
 }
 
 void
@@ -405,5 +554,9 @@ redirect_unload (void)
 
   free (current.url);
   memset (&current, 0, sizeof current);
-  resolving = false;
+  free (last);
+  last = NULL;
+  resolving = given_up = false;
+  served = short_lived = 0;
+  retry_at = backoff = 0;
 }

@@ -42,6 +42,7 @@ struct target {
   int64_t expires;              /* what its URL says, or -1 */
   bool stale;                   /* it failed: resolve it again */
   unsigned gen;                 /* changes with each new target */
+  unsigned given;               /* url-script's run that it came from */
 };
 
 extern int redirect_origin (const char *url, struct origin *o);
@@ -54,12 +55,17 @@ extern char *redirect_next (const struct redirect_rules *r, bool is_put,
 extern int64_t redirect_expiry (const char *url);
 
 extern bool redirect_target_claim (struct target *t, int64_t now);
-extern void redirect_target_set (const char *url, bool trusted,
-                                 const struct origin *home, int64_t now);
+extern bool redirect_target_set (const char *url, bool trusted,
+                                 const struct origin *home, int64_t now,
+                                 unsigned given);
 extern void redirect_target_moved (unsigned gen, const char *url,
                                    bool trusted, int64_t now);
-extern void redirect_target_release (void);
-extern void redirect_target_failed (unsigned gen);
+extern void redirect_target_release (int64_t now);
+extern bool redirect_target_failed (unsigned gen);
+extern void redirect_target_served (unsigned gen);
+extern bool redirect_target_given (unsigned given);
+extern bool redirect_same_target (const char *a, const char *b);
+extern char *redirect_target_last (void);
 extern void redirect_unload (void);
 
 #endif /* REDIRECT_H */

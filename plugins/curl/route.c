@@ -24,6 +24,7 @@
 
 #include "curldefs.h"
 #include "redirect.h"
+#include "secrets.h"
 #include "verdict.h"
 #include "xfer.h"
 
@@ -44,7 +45,7 @@ route_init (void)
   CLEANUP_FREE char *url = NULL;
 
   if (!cfg.is_file &&
-      (script_url (&url) == -1 || redirect_origin (url, &url_home) == -1)) {
+      (script_url (&url, NULL) == -1 || redirect_origin (url, &url_home) == -1)) {
     nbdkit_error ("url: %s: no scheme, host and port", cfg.shown_url);
     return -1;
   }
@@ -145,18 +146,52 @@ uses_target (const struct xfer *x)
     !cfg.is_file;
 }
 
-/* The chain from url=, whose end becomes the remembered target when
- * the answer at it is not a failure.  claimed: this request was asked
- * to resolve it (redirect_target_claim), so it ends the claim either way.
+/* Whether the read in x, whose chain now ends at landed, must fail:
+ * the object was read through another end before, and nothing pins it
+ * (no strong ETag or Last-Modified that the server checks in a
+ * precondition and the answers show), so bytes from landed cannot be
+ * shown to be the same object's.  Reported here.
+ */
+static bool
+lands_elsewhere (struct xfer *x, const char *landed)
+{
+  CLEANUP_FREE char *was = redirect_target_last ();
+  CLEANUP_FREE char *now_at = NULL;
+  CLEANUP_FREE char *then_at = NULL;
+  struct pin p;
+
+  if (was == NULL || redirect_same_target (was, landed) ||
+      (remote_pin (&p) && p.header[0] != '\0'))
+    return false;
+  now_at = shown_url (landed);
+  then_at = shown_url (was);
+  nbdkit_error ("%s: %s: its redirect chain, followed again, ends at %s, "
+                "not at %s, which the reads came from: nothing pins the "
+                "object (no strong ETag or Last-Modified that the server "
+                "checks), so another target cannot be shown to hold the "
+                "same one", x->what, cfg.shown_url,
+                now_at ? now_at : "(out of memory)",
+                then_at ? then_at : "(out of memory)");
+  x->v = VERDICT_REFUSED;
+  x->reported = true;
+  return true;
+}
+
+/* The chain from url=.  Its end becomes the remembered target, if keep
+ * and the answer at it is not a failure.  claimed: this request was
+ * asked to resolve it (redirect_target_claim), so it ends the claim
+ * either way.  A read's chain that ends at another target than the
+ * reads' so far fails while nothing pins the object (lands_elsewhere).
  */
 static int
-resolve (struct conn *c, struct xfer *x, bool claimed)
+resolve (struct conn *c, struct xfer *x, bool claimed, bool keep)
 {
   struct redirect_rules rr = rules;
   struct origin home, at;
   bool trusted, again = true;
   CLEANUP_FREE char *given = NULL;
   CLEANUP_FREE char *end = NULL;
+  unsigned serial = 0;
   int r;
 
   for (;;) {
@@ -165,7 +200,7 @@ resolve (struct conn *c, struct xfer *x, bool claimed)
      */
     if (cfg.url_script == NULL)
       home = url_home;
-    else if (script_url (&given) == -1) {
+    else if (script_url (&given, &serial) == -1) {
       x->v = VERDICT_REFUSED;
       x->reported = true;
       r = -1;
@@ -190,16 +225,19 @@ resolve (struct conn *c, struct xfer *x, bool claimed)
     free (end);
     given = end = NULL;
   }
-  if (r == 0 && end != NULL && uses_target (x)) {
-    nbdkit_debug ("%s: %s redirects to %s://%s:%ld: reads go there "
-                  "directly", x->what, cfg.shown_url, at.scheme, at.host,
-                  at.port);
-    redirect_target_set (end, trusted, &home, epoch_now ());
+  if (r == 0 && uses_target (x) &&
+      lands_elsewhere (x, end ? end : given ? given : cfg.url))
+    r = -1;
+  if (r == 0 && end != NULL && uses_target (x) && (keep || claimed)) {
+    if (redirect_target_set (end, trusted, &home, epoch_now (), serial))
+      nbdkit_debug ("%s: %s redirects to %s://%s:%ld: reads go there "
+                    "directly", x->what, cfg.shown_url, at.scheme, at.host,
+                    at.port);
   }
   else if (claimed && r == 0)
-    redirect_target_set (NULL, true, &home, epoch_now ());
+    redirect_target_set (NULL, true, &home, epoch_now (), serial);
   else if (claimed)
-    redirect_target_release ();
+    redirect_target_release (epoch_now ());
   return r;
 }
 
@@ -257,13 +295,34 @@ at_mirror (struct conn *c, struct xfer *x)
   return chain (&rr, c, x, x->src->url, &at, &trusted, &end);
 }
 
+/* url-script is due again (url-script-renew=, or its URL's expiry):
+ * run it now, and if it printed another URL, drop the target of the
+ * previous one, so that reads follow the new URL.  -1 if the run
+ * failed (reported).
+ */
+static int
+renew_given (struct xfer *x)
+{
+  unsigned serial;
+
+  if (script_url_serial (&serial) == -1) {
+    x->v = VERDICT_REFUSED;
+    x->reported = true;
+    return -1;
+  }
+  if (redirect_target_given (serial))
+    nbdkit_debug ("%s: url-script printed another URL: the redirect "
+                  "target of the previous one is dropped", x->what);
+  return 0;
+}
+
 /* One try of the request on handle c: at the remembered target when
  * there is one, else from url=.  A target that refuses (target_gone) is
- * resolved again at once, once; one whose connection failed is resolved
- * again by the next try.  0, or -1 with x->v a failure and x->why set
- * (or x->reported).
+ * resolved again at once, once, and if the new one refuses too the read
+ * follows url= itself; one whose connection failed is resolved again by
+ * the next try.  0, or -1 with x->v a failure and x->why set (or
+ * x->reported).
  */
-
 int
 route_attempt (struct conn *c, struct xfer *x)
 {
@@ -277,10 +336,12 @@ route_attempt (struct conn *c, struct xfer *x)
   if (x->src != NULL && x->src->url != NULL)
     return at_mirror (c, x);
   if (!uses_target (x))
-    return resolve (c, x, false);
+    return resolve (c, x, false, false);
+  if (cfg.url_script != NULL && renew_given (x) == -1)
+    return -1;
   for (tries = 0; tries < 2; tries++) {
     if (redirect_target_claim (&t, epoch_now ())) {
-      r = resolve (c, x, true);
+      r = resolve (c, x, true, true);
       if (r == 0 || !fall_back (x, &t)) {
         free (t.url);
         return r;
@@ -290,21 +351,34 @@ route_attempt (struct conn *c, struct xfer *x)
                     cfg.shown_url, x->why);
     }
     if (t.url == NULL)
-      return resolve (c, x, false);
+      return resolve (c, x, false, true);
     r = at_target (c, x, &t);
     free (t.url);
-    if (r == 0)
+    if (r == 0) {
+      redirect_target_served (t.gen);
       return 0;
+    }
     if (x->reported || !(target_gone (x->a.status) ||
                          (x->v == VERDICT_RETRY && x->a.rc != CURLE_OK)))
       return r;
     nbdkit_debug ("%s: the redirect target of %s failed (%s): asking "
                   "%s again", x->what, cfg.shown_url, x->why,
                   cfg.shown_url);
-    redirect_target_failed (t.gen);
+    if (redirect_target_failed (t.gen))
+      nbdkit_debug ("%s: %s: its redirect targets keep failing soon after "
+                    "they are found: from now on every read follows its "
+                    "redirects, no target is remembered", x->what,
+                    cfg.shown_url);
     /* A connection that failed is retried after the back-off. */
     if (x->v == VERDICT_RETRY)
       return r;
   }
-  return r;
+  /* Refused at the target, then at the one found again meanwhile, by
+   * another read: others may have used that one up (links good for a
+   * few requests each).  Following url= itself may still serve this
+   * read: its own chain, used once and not remembered.
+   */
+  nbdkit_debug ("%s: the new redirect target of %s failed too: this read "
+                "follows %s itself", x->what, cfg.shown_url, cfg.shown_url);
+  return resolve (c, x, false, false);
 }

@@ -47,6 +47,8 @@ struct script {
    */
   int64_t expires, made;
   bool expired;
+  unsigned serial;              /* url-script: the runs that printed a
+                                 * new URL, for redirect_target_given */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -201,6 +203,8 @@ refresh (struct script *s)
   LOCK_FOR_SCOPE (&lock);
   s->running = false;
   if (r == 0) {
+    if (s->output == NULL || strcmp (s->output, out) != 0)
+      s->serial++;
     free (s->output);
     s->output = out;
     s->ran = monotonic_ns ();
@@ -245,11 +249,27 @@ script_init (void)
   return 0;
 }
 
-/* The URL to ask (url-script's output, run again when due), or url=:
- * a copy into *out.  -1 on errors, reported.
+/* url-script's URL, run again when due: which one it is in *serial (it
+ * changes when a run prints another URL).  -1 on errors, reported.
  */
 int
-script_url (char **out)
+script_url_serial (unsigned *serial)
+{
+  if (refresh (&urls) == -1)
+    return -1;
+  LOCK_FOR_SCOPE (&lock);
+  if (urls.output == NULL || urls.expired)
+    return -1;                  /* the run failed and said why */
+  *serial = urls.serial;
+  return 0;
+}
+
+/* The URL to ask (url-script's output, run again when due), or url=:
+ * a copy into *out, and with url-script which one it is in *serial
+ * (if not NULL; see script_url_serial).  -1 on errors, reported.
+ */
+int
+script_url (char **out, unsigned *serial)
 {
   *out = NULL;
   if (cfg.url_script == NULL) {
@@ -262,6 +282,8 @@ script_url (char **out)
     if (urls.output == NULL || urls.expired)
       return -1;                /* the run failed and said why */
     *out = strdup (urls.output);
+    if (serial != NULL)
+      *serial = urls.serial;
   }
   if (*out == NULL) {
     nbdkit_error ("url-script: out of memory");

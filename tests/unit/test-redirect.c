@@ -174,7 +174,7 @@ targets (void)
   /* None yet: ask url=. */
   CHECK (!redirect_target_claim (&t, 1000) && t.url == NULL, "no target");
   redirect_target_set ("https://cdn.example/disk.img?Expires=1100", false,
-                       &home, 1000);
+                       &home, 1000, 0);
   CHECK (!redirect_target_claim (&t, 1000) && t.url &&
          strstr (t.url, "cdn.example") && !t.trusted && t.expires == 1100,
          "the target, its trust and expiry");
@@ -189,7 +189,7 @@ targets (void)
          "and has the old target to fall back to");
   free (t.url);
   redirect_target_set ("https://cdn.example/disk.img?Expires=2000", false,
-                       &home, 1090);
+                       &home, 1090, 0);
   CHECK (!redirect_target_claim (&t, 1091) && t.gen != gen,
          "a new target, a new generation");
   gen = t.gen;
@@ -206,7 +206,7 @@ targets (void)
          "stale after a failure");
   free (t.url);
   /* The resolution failed: the old target stays, not stale. */
-  redirect_target_release ();
+  redirect_target_release (1092);
   CHECK (!redirect_target_claim (&t, 1093) && t.url && t.gen == gen,
          "released: the old target");
   free (t.url);
@@ -214,13 +214,13 @@ targets (void)
   redirect_target_failed (gen);
   CHECK (redirect_target_claim (&t, 1094), "stale again");
   free (t.url);
-  redirect_target_set (NULL, true, &home, 1094);
+  redirect_target_set (NULL, true, &home, 1094, 0);
   CHECK (!redirect_target_claim (&t, 1095) && t.url == NULL,
          "no target: url= itself");
   /* The target redirects further: reads go to where it leads, in a
    * new generation; a move reported for an older one is ignored.
    */
-  redirect_target_set ("https://cdn.example/a.img", false, &home, 1000);
+  redirect_target_set ("https://cdn.example/a.img", false, &home, 1000, 0);
   CHECK (!redirect_target_claim (&t, 1000), "a target");
   gen = t.gen;
   free (t.url);
@@ -238,10 +238,91 @@ targets (void)
    * not renewed at every request, only when it fails.
    */
   redirect_target_set ("https://cdn.example/disk.img?Expires=900", false,
-                       &home, 1000);
+                       &home, 1000, 0);
   CHECK (!redirect_target_claim (&t, 1001) && t.url && t.expires == -1,
          "an expiry already past is not used");
   free (t.url);
+  redirect_unload ();
+}
+
+/* Renewals before expiry, one at a time: while one runs the others go
+ * on with the old target; one that failed backs off (issue 37, 11-12).
+ */
+static void
+renewals (void)
+{
+  struct target t, u;
+  unsigned i;
+
+  redirect_target_set ("https://cdn.example/disk.img?Expires=1100", false,
+                       &home, 1000, 0);
+  CHECK (redirect_target_claim (&t, 1090), "due: this request renews");
+  free (t.url);
+  CHECK (!redirect_target_claim (&u, 1091) && u.url &&
+         strstr (u.url, "Expires=1100"),
+         "while it runs, the others use the old target, not wait");
+  free (u.url);
+  redirect_target_release (1091);
+  CHECK (!redirect_target_claim (&t, 1092), "backs off: not asked at once");
+  free (t.url);
+  CHECK (redirect_target_claim (&t, 1093), "asked again after 1-2 s");
+  free (t.url);
+  redirect_target_release (1093);
+  CHECK (!redirect_target_claim (&t, 1095), "then after 2-3 s: not yet");
+  free (t.url);
+  CHECK (redirect_target_claim (&t, 1096), "then after 2-3 s");
+  free (t.url);
+  redirect_target_release (1096);
+  CHECK (redirect_target_claim (&t, 1100), "expired: no back-off");
+  free (t.url);
+  redirect_target_set ("https://cdn.example/disk.img?Expires=1300", false,
+                       &home, 1100, 0);
+  CHECK (!redirect_target_claim (&t, 1101), "renewed: the back-off ends");
+  free (t.url);
+
+  /* The same target: the same URL, or a presigned one up to its query. */
+  CHECK (redirect_same_target ("https://a.example/x?Expires=1",
+                               "https://a.example/x?Expires=2&sig=b"),
+         "presigned: the same up to the query");
+  CHECK (!redirect_same_target ("https://a.example/x?id=1",
+                                "https://a.example/x?id=2"),
+         "a query without an expiry names another object");
+  CHECK (!redirect_same_target ("https://a.example/x?Expires=1",
+                                "https://a.example/y?Expires=1"),
+         "another path");
+  CHECK (!redirect_same_target ("https://a.example/x?Expires=1",
+                                "https://a.example/xy?Expires=1"),
+         "a longer path");
+
+  /* url-script printed another URL: the target is dropped. */
+  redirect_target_set ("https://cdn.example/a.img", false, &home, 1000, 4);
+  CHECK (!redirect_target_given (4), "the same run's URL: kept");
+  CHECK (redirect_target_given (5), "another URL: dropped");
+  CHECK (!redirect_target_claim (&t, 1000) && t.url == NULL,
+         "no target: url-script's URL");
+  CHECK (redirect_target_last () == NULL, "its chain starts afresh");
+
+  /* Targets refused soon after they were found, three in a row: none
+   * is remembered any more.
+   */
+  for (i = 0; i < 3; i++) {
+    redirect_target_set ("https://cdn.example/a.img", false, &home, 1000,
+                         0);
+    CHECK (!redirect_target_claim (&t, 1000) && t.url, "a target");
+    free (t.url);
+    redirect_target_served (t.gen);
+    CHECK (redirect_target_failed (t.gen) == (i == 2),
+           "given up at the third short-lived target");
+  }
+  CHECK (!redirect_target_claim (&t, 1000) && t.url == NULL,
+         "no target: url= for every read");
+  CHECK (!redirect_target_set ("https://cdn.example/b.img", false, &home,
+                               1000, 0), "none remembered any more");
+  CHECK (!redirect_target_claim (&t, 1000) && t.url == NULL,
+         "still none");
+  u.url = redirect_target_last ();
+  CHECK (u.url && strstr (u.url, "b.img"), "the last end is known");
+  free (u.url);
   redirect_unload ();
 }
 
@@ -251,6 +332,7 @@ main (void)
   next_hops ();
   expiries ();
   targets ();
+  renewals ();
   fprintf (stderr, "test-redirect: %u cases, %u failed\n", cases, failures);
   return failures > 0;
 }
