@@ -68,7 +68,11 @@ add_mirror (struct source *s, const char *url, const struct origin *home)
   }
   s->url = url;
   s->home = *home;
-  s->trusted = redirect_same_origin (&s->origin, home);
+  /* With url-script the secrets belong to the origin of the URL that
+   * the script prints, which may change at each run: no mirror's.
+   */
+  s->trusted = cfg.url_script == NULL &&
+    redirect_same_origin (&s->origin, home);
   s->state = SOURCE_PROBING;
   s->pin = (struct pin) { .etag = "", .last_modified = "", .header = "" };
   return 0;
