@@ -272,18 +272,15 @@ renew_margin (const struct target *t)
   return m < 1 ? 1 : m > 60 ? 60 : m;
 }
 
-/* A target that stops serving after fewer reads than SHORT_READS was
- * short-lived; after SHORT_MAX such targets in a row none is remembered
- * any more.  A redirector that hands out links good for a few requests
- * each (single-use tokens) makes a remembered target a detour that
- * fails, where following url= for each read does not.
+/* After SHORT_MAX targets in a row that stopped serving within
+ * SHORT_READS reads none is remembered: with links good for a few uses
+ * (single-use tokens) it is a detour that fails, url= each time is not.
  */
 #define SHORT_READS 16
 #define SHORT_MAX 3
 
-/* A renewal before expiry that failed waits this long at most before
- * the next (1 s, then doubling), while the old target serves: a
- * redirector that is down or hangs is not asked once per read.
+/* The longest wait after a renewal before expiry failed (1 s, then
+ * doubling): a redirector down is not asked once per read.
  */
 #define BACKOFF_MAX 32
 
@@ -297,12 +294,9 @@ static unsigned short_lived;     /* short-lived targets in a row */
 static bool given_up;            /* none is remembered any more */
 static int64_t retry_at;         /* no renewal before expiry till then */
 static int64_t backoff;          /* seconds: the last wait, 0 if none */
-/* The end of the chain that reads were last served from, for
- * redirect_same_target; NULL: none yet, or url-script's new URL.
- */
-static char *last;
+static char *last;               /* the last end reads came from, or NULL */
 
-/* The target serves: not refused, not expired. */
+/* The target serves: not failed, not expired. */
 static bool
 valid_locked (int64_t now)
 {
@@ -310,9 +304,7 @@ valid_locked (int64_t now)
     (current.expires < 0 || now < current.expires);
 }
 
-/* The target is to be resolved again: it failed, or it is near its
- * expiry (not during a back-off, unless it has expired).
- */
+/* It failed, or nears its expiry (and no back-off, or it expired). */
 static bool
 due_locked (int64_t now)
 {
@@ -324,13 +316,11 @@ due_locked (int64_t now)
 }
 
 /* The target to send a request to: a copy into *t (t->url to free; NULL
- * means url=), its generation in t->gen.  When it is due for renewal
- * (near its expiry, or stale after a failure), the first caller to see
- * it is told to resolve it (returns true: ask url= and call
- * redirect_target_set or redirect_target_release; *t is still the old
- * target, which a renewal before expiry that fails may fall back to).
- * While that runs, the others go on with the old target if it still
- * serves (a renewal before expiry), else wait for its result: a
+ * means url=), its generation in t->gen.  When it is due for renewal,
+ * the first caller to see it is told to resolve it (returns true: ask
+ * url= and call redirect_target_set or _release; *t is the old target,
+ * for a renewal before expiry that fails to fall back to).  Meanwhile
+ * the others use the old target if it still serves, else wait: a
  * redirector that hangs or fails holds up one read, not all.  now is
  * seconds since the epoch.
  */
@@ -359,13 +349,14 @@ redirect_target_claim (struct target *t, int64_t now)
   }
 }
 
-/* Remember url as the end of the chain reads are served from. */
+/* url is the end of the chain reads are served from (out of memory:
+ * the older one still is one they came from).
+ */
 static void
 set_last_locked (const char *url)
 {
   char *copy = strdup (url);
 
-  /* Out of memory: the older one is still a target they came from. */
   if (copy != NULL) {
     free (last);
     last = copy;
@@ -514,8 +505,7 @@ redirect_target_given (unsigned given)
   current.url = NULL;
   current.stale = false;
   current.gen++;
-  /* The script names the object now: its chain starts afresh. */
-  free (last);
+  free (last);                  /* the script names the object now */
   last = NULL;
   pthread_cond_broadcast (&resolved);
   return true;
@@ -536,9 +526,7 @@ redirect_same_target (const char *a, const char *b)
     strcspn (b, "?#") == n && strncmp (a, b, n) == 0;
 }
 
-/* The end of the chain that reads were last served from (to free), or
- * NULL if none is known.
- */
+/* The end of the chain that reads last came from (to free), or NULL. */
 char *
 redirect_target_last (void)
 {

@@ -6,10 +6,12 @@
  * redirects, one exchange per hop, each hop held to redirect.c's rules
  * (which schemes, which statuses, which origin sees the user's
  * secrets), or straight to the target a read's chain was found to end
- * at, asked again when it refuses or expires.  libcurl would send
- * cookie= and header= to any host a server names, follow https to
- * http, and turn a PUT answered with 303 into a GET reported as a
- * write.
+ * at, asked again when it refuses or expires (or url-script prints
+ * another URL).  A read refused at a target found again follows url=
+ * itself, and one whose chain, followed again, ends at another target
+ * fails while nothing pins the object.  libcurl would send cookie= and
+ * header= to any host a server names, follow https to http, and turn a
+ * PUT answered with 303 into a GET reported as a write.
  */
 
 #include <config.h>
@@ -45,7 +47,8 @@ route_init (void)
   CLEANUP_FREE char *url = NULL;
 
   if (!cfg.is_file &&
-      (script_url (&url, NULL) == -1 || redirect_origin (url, &url_home) == -1)) {
+      (script_url (&url, NULL) == -1 ||
+       redirect_origin (url, &url_home) == -1)) {
     nbdkit_error ("url: %s: no scheme, host and port", cfg.shown_url);
     return -1;
   }

@@ -14,6 +14,9 @@
  * complete, and requests copy what they use under the same lock, so no
  * request ever sees half of one set and half of another.  No lasting
  * thread of the plugin's own is needed, which keeps nbdkit's fork safe.
+ * Reads that go straight to the remembered target of url-script's
+ * redirects run it too when due (script_url_serial): a run that prints
+ * another URL replaces that target (route.c).
  *
  * How one run goes (shell, environment, descriptors, time limit,
  * process group) is spawn.c's.
