@@ -96,7 +96,8 @@ h.shutdown()
     fail "($name) a read after the move did not fail with EIO"
   }
   stop_nbdkit "$name"
-  grep -E "error: .*ends at http://127.0.0.1:$obj_port/$kind/b.img, not at http://127.0.0.1:$obj_port/$kind/a.img.*nothing pins the object" \
+  at=http://127.0.0.1:$obj_port/$kind
+  grep -E "error: .*ends at $at/b.img, not at $at/a.img.*nothing pins" \
        "$tmp/$name.err" >"$tmp/$name.msg" || {
     cat "$tmp/$name.err" >&2
     fail "($name) no error naming both targets and why"

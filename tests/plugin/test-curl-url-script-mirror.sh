@@ -35,7 +35,8 @@ stop_nbdkit m
 assert_same_file "$image" "$tmp/out.img"
 
 a_asked=$(wc -l <"$tmp/nginx-a.log")
-[ "$a_asked" -ge 1 ] || fail "the mirror was never asked: the test tests nothing"
+[ "$a_asked" -ge 1 ] ||
+  fail "the mirror was never asked: the test tests nothing"
 if grep -E 'auth="Basic|token="t0ken' "$tmp/nginx-a.log" >"$tmp/leaked"; then
   head -3 "$tmp/leaked" >&2
   fail "the mirror at url='s origin received the user's secrets" \
