@@ -193,6 +193,39 @@ same_validator (const char *name, const char *pinned, bool required,
   return false;
 }
 
+/* Whether the answer states the pin's digest line (struct pin), its
+ * name in any case; if not (absent, or another value), why says so.
+ */
+static bool
+same_digest (const char *pinned, const struct answer *a, char *why,
+             size_t size)
+{
+  const char *line = a->digests;
+  size_t n = strcspn (pinned, ":"), all = strlen (pinned);
+  bool named = false;
+
+  while (*line != '\0') {
+    size_t len = strcspn (line, "\n");
+
+    if (len > n && line[n] == ':' && strncasecmp (line, pinned, n) == 0) {
+      named = true;
+      if (len == all && strncmp (line + n, pinned + n, len - n) == 0)
+        return true;
+    }
+    line += len + (line[len] == '\n');
+  }
+  if (!named && !a->digests_cut)
+    snprintf (why, size, "the object at the URL may have changed since "
+              "it was proven: the answer carries no %.*s, which stated "
+              "its digest", (int) n, pinned);
+  else
+    snprintf (why, size, "the object at the URL changed since it was "
+              "proven: its %.*s was %.100s, the answer states another%s",
+              (int) n, pinned, pinned + n + (n < all),
+              a->digests_cut ? " (or one that could not be read)" : "");
+  return false;
+}
+
 /* The answer's validators against the ones found at start-up.  The
  * answer must carry each validator that the probe's ranged GET carried
  * (RFC 9110 15.3.7 requires a 206 to carry the ETag that a 200 would
@@ -205,8 +238,10 @@ same_object (const struct asked *q, const struct answer *a, char *why,
 {
   if (!q->pinned)
     return true;
-  return same_validator ("ETag", q->pin.etag, q->pin.etag_required,
-                         a->etag, a->bad_etag, true, why, size) &&
+  return (q->pin.digest == NULL || q->pin.digest[0] == '\0' ||
+          same_digest (q->pin.digest, a, why, size)) &&
+    same_validator ("ETag", q->pin.etag, q->pin.etag_required,
+                    a->etag, a->bad_etag, true, why, size) &&
     same_validator ("Last-Modified", q->pin.last_modified,
                     q->pin.last_modified_required, a->last_modified,
                     a->bad_last_modified, false, why, size);

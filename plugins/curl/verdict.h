@@ -36,6 +36,12 @@ struct pin {
   bool etag_required;           /* an answer without an ETag is refused */
   bool last_modified_required;  /* ... without Last-Modified */
   const char *header;           /* the precondition sent, "" if none */
+  /* A mirror proven by a digest it states (mirrors.c): the digest
+   * header line, "name:value", that every answer must carry as it is;
+   * NULL or "" if none.  Its ETag, if any, was made by another origin
+   * and proves nothing of the bytes.
+   */
+  const char *digest;
 };
 
 /* What was asked.  Built before the request and not changed while it

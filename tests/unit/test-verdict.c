@@ -641,6 +641,23 @@ validators (void)
   a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: \"v2\"", NULL);
   EXPECT (q, a, VERDICT_OBJECT_CHANGED, "now \"v2\"");
 
+  /* A mirror proven by its digest alone (no validator): every answer
+   * must state that digest, in that header (its name in any case).
+   */
+  q.pin = (struct pin) { .etag = "", .last_modified = "", .header = "",
+                         .digest = "Repr-Digest:sha-256=:AAAA:" };
+  a = headers (206, "Content-Range: bytes 0-9/1000",
+               "repr-digest: sha-256=:AAAA:", NULL);
+  EXPECT (q, a, VERDICT_OK, NULL);
+  a = headers (206, "Content-Range: bytes 0-9/1000",
+               "Repr-Digest: sha-256=:BBBB:", NULL);
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "states another");
+  a = headers (206, "Content-Range: bytes 0-9/1000",
+               "Digest: sha-256=AAAA", NULL);
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "carries no Repr-Digest");
+  a = headers (206, "Content-Range: bytes 0-9/1000", NULL);
+  EXPECT (q, a, VERDICT_OBJECT_CHANGED, "carries no Repr-Digest");
+
   /* Not pinned: anything goes. */
   q.pinned = false;
   a = headers (206, "Content-Range: bytes 0-9/1000", "ETag: \"v\x01\"",
