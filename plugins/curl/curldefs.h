@@ -144,6 +144,7 @@ struct source {
   bool pinned;
   bool proven;                  /* the same object as url= */
   char pin_header[ETAG_SIZE + 32];
+  char pin_digest[DIGESTS_SIZE];  /* its pin's digest line, "" if none */
   /* sources.c's, under its lock (recv: atomic). */
   enum source_state state;
   int64_t down_until, down_ns;  /* when to ask again, how long after */
@@ -218,6 +219,8 @@ extern bool remote_stopping (void);
 extern void remote_unpin (void);
 extern bool remote_pin (struct pin *pin);
 extern bool remote_pin_found (struct pin *pin);
+extern void remote_mirror_unpinned (void);
+extern bool remote_reads_pinned (void);
 extern bool remote_pin_of (const struct object_info *info, struct pin *p,
                            char *header, size_t size);
 extern void remote_plugin_thread (void);
@@ -397,7 +400,9 @@ extern struct checksum_want wanted;
 extern int checksum_config (const char *value);
 extern int checksum_headers (const char *digests, bool cut);
 extern int digests_agree (const char *a, const char *b, char *why,
-                          size_t size);
+                          size_t size, char *pin, size_t pin_size);
+extern int digests_state_wanted (const char *digests, char *line,
+                                 size_t size);
 extern void digest_hex (const unsigned char *d, unsigned n, char *out);
 /* checksum.c: the object's digest, as reads cover it. */
 extern int checksum_ready (void);

@@ -161,12 +161,13 @@ decode_stated (const char *header, const char *algo, unsigned size,
 }
 
 /* Each digest of the object that the headers in digests state ("name:
- * value" lines, see struct answer), handed to fn with its algorithm, in
- * their order: -1 when fn returns -1, else 0.
+ * value" lines, see struct answer), handed to fn with its algorithm and
+ * the whole value of its header, in their order: -1 when fn returns -1,
+ * else 0.
  */
-typedef int (*stated_fn) (const char *header, const char *algo,
-                          const unsigned char *raw, unsigned len,
-                          void *opaque);
+typedef int (*stated_fn) (const char *header, const char *value,
+                          const char *algo, const unsigned char *raw,
+                          unsigned len, void *opaque);
 
 /* One header's value, "name:value" cut at the colon, in every algorithm. */
 static int
@@ -189,7 +190,7 @@ each_in_header (const char *name, const char *v, stated_fn fn, void *opaque)
     if (a != NULL) {
       got = is_algo (algo, a, strlen (a))
         ? decode_stated (name, algo, size, v, strlen (v), raw) : 0;
-      if (got > 0 && fn (name, algo, raw, got, opaque) == -1)
+      if (got > 0 && fn (name, v, algo, raw, got, opaque) == -1)
         return -1;
       continue;
     }
@@ -207,7 +208,7 @@ each_in_header (const char *name, const char *v, stated_fn fn, void *opaque)
         got = is_algo (algo, p, k)
           ? decode_stated (name, algo, size, eq + 1, n - (eq + 1 - p), raw)
           : 0;
-        if (got > 0 && fn (name, algo, raw, got, opaque) == -1)
+        if (got > 0 && fn (name, v, algo, raw, got, opaque) == -1)
           return -1;
       }
       p += n;
@@ -241,11 +242,12 @@ each_stated (const char *digests, stated_fn fn, void *opaque)
 
 /* A stated digest against checksum='s: -1 (reported) if they differ. */
 static int
-against_wanted (const char *header, const char *algo,
+against_wanted (const char *header, const char *value, const char *algo,
                 const unsigned char *raw, unsigned len, void *opaque)
 {
   char want_hex[2 * sizeof wanted.digest + 1], got_hex[sizeof want_hex];
 
+  (void) value;
   (void) opaque;
   if (strcmp (algo, wanted.algo) != 0)
     return 0;
@@ -280,6 +282,43 @@ checksum_headers (const char *digests, bool cut)
   return each_stated (digests, against_wanted, NULL);
 }
 
+/* A mirror's digest header that states checksum='s digest: the
+ * "name:value" line its answers must carry (its pin, struct pin).
+ */
+struct pin_line {
+  char *line;
+  size_t size;
+};
+
+static int
+is_wanted (const char *header, const char *value, const char *algo,
+           const unsigned char *raw, unsigned len, void *opaque)
+{
+  struct pin_line *p = opaque;
+
+  if (strcmp (algo, wanted.algo) != 0 || len != wanted.len ||
+      memcmp (raw, wanted.digest, len) != 0)
+    return 0;
+  snprintf (p->line, p->size, "%s:%s", header, value);
+  return -1;                    /* found: no need to look further */
+}
+
+/* Whether the digest headers of a mirror's answer (mirrors.c) state
+ * checksum='s digest: 1, with the header's line in line (size bytes),
+ * else 0.  That they state no other is checksum_headers'.
+ */
+int
+digests_state_wanted (const char *digests, char *line, size_t size)
+{
+  struct pin_line p = { .line = line, .size = size };
+
+  line[0] = '\0';
+  if (wanted.algo == NULL)
+    return 0;
+  (void) each_stated (digests, is_wanted, &p);
+  return line[0] != '\0';
+}
+
 /* What two sources' digest headers say of each other (mirrors.c). */
 struct agreeing {
   const char *other;            /* the other source's digest headers */
@@ -289,10 +328,11 @@ struct agreeing {
   int verdict;                  /* 1: one agrees, -1: one differs */
   char *why;
   size_t size;
+  struct pin_line pin;          /* the other's line that agrees */
 };
 
 static int
-against_other (const char *header, const char *algo,
+against_other (const char *header, const char *value, const char *algo,
                const unsigned char *raw, unsigned len, void *opaque)
 {
   struct agreeing *g = opaque;
@@ -303,6 +343,7 @@ against_other (const char *header, const char *algo,
     if (g->verdict == 0) {
       g->verdict = 1;
       snprintf (g->why, g->size, "the same %s in %s", algo, header);
+      snprintf (g->pin.line, g->pin.size, "%s:%s", header, value);
     }
     return 0;
   }
@@ -313,11 +354,12 @@ against_other (const char *header, const char *algo,
 }
 
 static int
-each_of_ours (const char *header, const char *algo,
+each_of_ours (const char *header, const char *value, const char *algo,
               const unsigned char *raw, unsigned len, void *opaque)
 {
   struct agreeing *g = opaque;
 
+  (void) value;
   g->header = header;
   g->algo = algo;
   g->raw = raw;
@@ -328,13 +370,18 @@ each_of_ours (const char *header, const char *algo,
 /* Whether the digest headers a (url='s) and b (a mirror's) state the
  * same digest of the object: 1 (some algorithm both state agrees, and
  * none differs), -1 (one differs), 0 (none in common); why says which.
+ * On 1, pin (pin_size bytes) holds b's line that agrees, "name:value":
+ * the mirror's answers must all carry it (struct pin).
  */
 int
-digests_agree (const char *a, const char *b, char *why, size_t size)
+digests_agree (const char *a, const char *b, char *why, size_t size,
+               char *pin, size_t pin_size)
 {
-  struct agreeing g = { .other = b, .why = why, .size = size };
+  struct agreeing g = { .other = b, .why = why, .size = size,
+                        .pin = { .line = pin, .size = pin_size } };
 
   why[0] = '\0';
+  pin[0] = '\0';
   (void) each_stated (a, each_of_ours, &g);
   return g.verdict;
 }

@@ -4,20 +4,22 @@
  *
  * mirror=URL: more sources of the object at url=.  A mirror serves
  * reads only once it is proven to hold the same object as url= did when
- * the probe found it: the same size, and a strong identity (the same
- * strong ETag, a digest both state alike, or checksum=, which holds
- * every byte read to the user's digest).  Anything less (a weak or
- * missing ETag, no digest) and it is refused, with a message that says
- * why: same-sized versions of an image are common, and one block of
- * another would be served as this one's.
+ * the probe found it: the same size, and a content digest (one it and
+ * url= state alike, or one equal to checksum=), or url='s strong ETag
+ * at url='s own origin (elsewhere only with mirror-same-etag=true: an
+ * ETag is an identity only where it was made).  Anything less and it is
+ * refused, with a message that says why: same-sized versions of an
+ * image are common, and one block of another would be served as this
+ * one's.
  *
  * Each source has a thread, started after nbdkit forks, that proves it
  * (a mirror) so that none costs start-up a round trip: reads go to url=
  * until a mirror joins.  The same thread asks its source again when it
  * failed and sources.c says it is due, with one GET of its first byte
  * that carries its pin (a mirror that changed answers 412 and stays
- * out).  Each mirror has its own pin, made from its own validators;
- * over HTTP/2 libcurl gives each origin its own connection.
+ * out).  Each mirror has its own pin, made from its own validators and,
+ * for one proven by a digest, the digest header that proved it (see
+ * probe_new); over HTTP/2 libcurl gives each origin its own connection.
  */
 
 #include <config.h>
@@ -114,46 +116,88 @@ mirrors_config (void)
   return 0;
 }
 
-/* Whether s, found at its probe to be info, is the object url= is: NULL,
- * or why not.
+/* How a mirror was proven the same object as url=. */
+enum proof {
+  PROOF_NONE,
+  PROOF_DIGEST,                 /* a digest it and url= state alike */
+  PROOF_CHECKSUM,               /* a digest it states, checksum='s */
+  PROOF_ETAG,                   /* url='s strong ETag, where it counts */
+};
+
+/* Whether s, found at its probe to be info, is the object url= is: the
+ * proof, or PROOF_NONE with why (size bytes) saying why not.  A digest
+ * proof leaves in line (size bytes) the mirror's header that states it,
+ * which pins its reads.  An ETag is the identity of an object only at
+ * the origin that made it: nginx makes it of the file's mtime and size,
+ * so two images of one size and mtime (one SOURCE_DATE_EPOCH, touch -r,
+ * rsync -t) have the same.  checksum= alone proves nothing of the
+ * bytes a client that never reads every byte gets.
  */
-static const char *
-refused (const struct object_info *info, char *why, size_t size)
+static enum proof
+refused (const struct source *s, const struct object_info *info, char *why,
+         char *line, size_t size)
 {
   bool strong = object.etag[0] && strncmp (object.etag, "W/", 2) != 0;
+  bool same_etag = strong && strcmp (object.etag, info->etag) == 0;
   int d;
 
+  line[0] = '\0';
   if (info->size != object.size) {
     snprintf (why, size, "its size is %" PRIi64 " bytes, url='s %" PRIi64,
               info->size, object.size);
-    return why;
+    return PROOF_NONE;
   }
-  if (info->digests_cut)
-    return "its digest headers could not all be read";
-  if (checksum_headers (info->digests, false) == -1)
-    return "it states another digest than checksum=";
-  d = digests_agree (object.digests, info->digests, why, size);
+  if (info->digests_cut) {
+    snprintf (why, size, "its digest headers could not all be read");
+    return PROOF_NONE;
+  }
+  if (checksum_headers (info->digests, false) == -1) {
+    snprintf (why, size, "it states another digest than checksum=");
+    return PROOF_NONE;
+  }
+  d = digests_agree (object.digests, info->digests, why, size, line, size);
   if (d == -1)
-    return why;
-  if (d == 1 || (strong && strcmp (object.etag, info->etag) == 0) ||
-      wanted.algo != NULL)
-    return NULL;
-  snprintf (why, size, "no strong identity: not the same strong ETag as "
-            "url= (%.80s, it has %.80s) and no digest both state; with "
-            "checksum= it would be used", object.etag[0] ? object.etag
-            : "none", info->etag[0] ? info->etag : "none");
-  return why;
+    return PROOF_NONE;
+  if (d == 1)
+    return PROOF_DIGEST;
+  if (digests_state_wanted (info->digests, line, size))
+    return PROOF_CHECKSUM;
+  if (same_etag && (redirect_same_origin (&s->origin, &s->home) ||
+                    cfg.mirror_same_etag))
+    return PROOF_ETAG;
+  if (same_etag) {
+    snprintf (why, size, "it has url='s strong ETag (%.80s) but at another "
+              "origin, where an ETag proves nothing (nginx's is the "
+              "file's mtime and size: a copy of another version with the "
+              "same ones has it too); a digest header both state alike "
+              "(Repr-Digest), checksum= with a mirror that states that "
+              "digest, or mirror-same-etag=true for mirrors that are byte "
+              "copies would prove it", object.etag);
+    return PROOF_NONE;
+  }
+  snprintf (why, size, "no proof it is the same object: no digest it and "
+            "url= state alike%s, and not url='s strong ETag (%.80s, it has "
+            "%.80s)", wanted.algo != NULL
+            ? " nor one equal to checksum= (checksum= alone proves "
+            "nothing of the bytes a client reads)" : "",
+            object.etag[0] ? object.etag : "none",
+            info->etag[0] ? info->etag : "none");
+  return PROOF_NONE;
 }
 
-/* What proved s the same object, for debug messages. */
+/* What proved a mirror the same object, for debug messages. */
 static const char *
-proof (const struct source *s)
+proof_name (enum proof p)
 {
-  if (s->info.etag[0] && strcmp (s->info.etag, object.etag) == 0 &&
-      strncmp (object.etag, "W/", 2) != 0)
-    return "the same strong ETag";
-  return wanted.algo != NULL ? "its digest, or checksum= at the end"
-    : "the same digest";
+  switch (p) {
+  case PROOF_DIGEST: return "the same digest";
+  case PROOF_CHECKSUM: return "its digest is checksum='s";
+  case PROOF_ETAG: return cfg.mirror_same_etag
+      ? "the same strong ETag, with mirror-same-etag=true"
+      : "the same strong ETag at url='s origin";
+  case PROOF_NONE: break;
+  }
+  return "?";
 }
 
 /* The first probe of mirror s: one GET of its first byte. */
@@ -161,18 +205,18 @@ static void
 probe_new (struct source *s, struct conn *c)
 {
   struct object_info info = { .size = -1 };
-  char byte, why[512];
-  const char *no;
+  char byte, why[sizeof s->pin_digest];
+  enum proof p;
   uint32_t got;
 
   if (engine_get_first (c, s, &info, 0, &byte, 1, &got) == -1) {
     sources_set (s, SOURCE_DOWN, "no answer (reported above)");
     return;
   }
-  no = refused (&info, why, sizeof why);
-  if (no != NULL) {
-    nbdkit_error ("mirror %s: not used: %s", s->shown, no);
-    sources_set (s, SOURCE_REFUSED, no);
+  p = refused (s, &info, why, s->pin_digest, sizeof why);
+  if (p == PROOF_NONE) {
+    nbdkit_error ("mirror %s: not used: %s", s->shown, why);
+    sources_set (s, SOURCE_REFUSED, why);
     return;
   }
   sources_probed (s, timing_answer_wait_ns (c));
@@ -181,8 +225,27 @@ probe_new (struct source *s, struct conn *c)
   s->info = info;
   s->pinned = remote_pin_of (&s->info, &s->pin, s->pin_header,
                              sizeof s->pin_header) && cfg.pin_object;
+  if (!cfg.pin_object) {
+    s->pin_header[0] = '\0';
+    s->pin = (struct pin) { .etag = "", .last_modified = "",
+                            .header = s->pin_header };
+  }
+  /* Its own validators pin it as url='s pin url= (not with
+   * pin-object=false, for ETags that change by themselves); a digest
+   * proves the bytes, so every answer must state the digest that proved
+   * them, whatever pin-object=: a mirror replaced by another object of
+   * its size, with no validator or new ones, states another or none.
+   */
+  if (p == PROOF_DIGEST || p == PROOF_CHECKSUM) {
+    s->pin.digest = s->pin_digest;
+    s->pinned = true;
+  }
+  if (!s->pinned)
+    remote_mirror_unpinned ();
   nbdkit_debug ("mirror %s: the same object (%s)%s: in use", s->shown,
-                proof (s), s->pinned ? ", reads pinned" : "");
+                proof_name (p), !s->pinned ? ""
+                : p == PROOF_ETAG ? ", reads pinned"
+                : ", reads pinned, and to its digest");
   sources_set (s, SOURCE_UP, NULL);
 }
 

@@ -157,6 +157,10 @@
   P ("mirror", mirror, struct curl_slist *, mirrors, NULL, 0, 0, false,  \
      "mirror=<URL>              Another URL of the same object, read from\n" \
      "                          beside url= (repeatable).\n")          \
+  P ("mirror-same-etag", flag, bool, mirror_same_etag, false, 0, 0,     \
+     false,                                                             \
+     "mirror-same-etag=true     A mirror at another origin with url='s\n" \
+     "                          strong ETag is the same object.\n")    \
   P ("checksum", string, const char *, checksum, NULL, 0, 0, false,     \
      "checksum=<ALGO:HEX>       The object's sha256, sha512 or md5: once\n" \
      "                          every byte was read, a mismatch fails.\n") \
