@@ -34,6 +34,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -66,6 +67,8 @@ static struct {
   bool hashing;                 /* a read is hashing, without the lock */
   struct ranges read;           /* read past the frontier */
   struct ranges spilled;        /* ... and in the spill file */
+  struct ranges unpinned;       /* ... neither, while a source that may
+                                   serve reads was not pinned */
   int fd;                       /* the spill file, -1 before, -2 none */
   uint64_t reread;              /* bytes read a second time */
   const char *why;              /* SUM_BAD: what later reads say */
@@ -146,6 +149,18 @@ total (const struct ranges *l)
   return bytes;
 }
 
+/* Whether any range of l meets [start, end). */
+static bool
+overlaps (const struct ranges *l, uint64_t start, uint64_t end)
+{
+  unsigned i;
+
+  for (i = 0; i < l->n; i++)
+    if (l->r[i].start < end && l->r[i].end > start)
+      return true;
+  return false;
+}
+
 /* The spill file, made at the first need: false if there is none. */
 static bool
 spill_file_locked (void)
@@ -165,6 +180,25 @@ spill_file_locked (void)
   return sum.fd >= 0;
 }
 
+/* Whether the spill file may grow to end bytes: past the process's
+ * file size limit (ulimit -f) a write would not fail with EFBIG but
+ * kill nbdkit with SIGXFSZ, whose default action ends the process.
+ */
+static bool
+below_size_limit (uint64_t end)
+{
+  struct rlimit r;
+
+  if (getrlimit (RLIMIT_FSIZE, &r) == -1 || r.rlim_cur == RLIM_INFINITY)
+    return true;
+  if (end <= r.rlim_cur)
+    return true;
+  nbdkit_debug ("checksum: spill file: byte %" PRIu64 " is past the file "
+                "size limit (ulimit -f, %" PRIu64 " bytes): read again at "
+                "the end", end, (uint64_t) r.rlim_cur);
+  return false;
+}
+
 /* buf's bytes past the frontier into the spill file, if it has room. */
 static void
 spill_locked (const char *buf, uint64_t offset, uint32_t count)
@@ -173,7 +207,7 @@ spill_locked (const char *buf, uint64_t offset, uint32_t count)
   uint64_t start = offset + skip, len = count - skip;
 
   if (skip >= count || total (&sum.spilled) + len > SPILL_MAX ||
-      !spill_file_locked ())
+      !spill_file_locked () || !below_size_limit (start + len))
     return;
   if (pwrite (sum.fd, buf + skip, len, start) != (ssize_t) len) {
     nbdkit_debug ("checksum: spill file: %m: read again at the end");
@@ -181,6 +215,8 @@ spill_locked (const char *buf, uint64_t offset, uint32_t count)
   }
   (void) note (&sum.spilled, start, start + len, false);
 }
+
+
 
 static void
 hash (const void *data, size_t len)
@@ -287,17 +323,6 @@ verdict_locked (void)
                 : "");
 }
 
-/* Whether reading bytes again gives those the client got: only when
- * every read is pinned to one version of the object.
- */
-static bool
-pinned (void)
-{
-  struct pin p;
-
-  return remote_pin (&p) && remote_pin_found (&p);
-}
-
 /* The hasher, once every byte has been read: what is neither hashed
  * nor spilled, read again in order.  -1 if a read failed (a later read
  * tries again).
@@ -313,16 +338,18 @@ catch_up_locked (void)
     uint32_t n = min64 (next - pos, PIECE);
     int r;
 
-    if (!pinned ()) {
+    if (!remote_reads_pinned () || overlaps (&sum.unpinned, pos, pos + n)) {
       sum.state = SUM_BAD;
-      sum.why = "cannot be checked";
-      nbdkit_error ("checksum: bytes from %" PRIu64 " on were neither "
-                    "hashed nor kept in the spill file, and reads are not "
-                    "pinned (the server gives no validator, or "
-                    "pin-object=false), so reading them again would prove "
-                    "nothing of what the client got: the %s cannot be "
-                    "checked, and every read fails from now on",
-                    pos, wanted.algo);
+      sum.why = "could not be verified";
+      nbdkit_error ("checksum: bytes from %" PRIu64 " on could not be "
+                    "verified: they were neither hashed as served nor kept "
+                    "in the spill file, and a source that served them is "
+                    "not pinned to one version (no validator, "
+                    "pin-object=false, or a writable connection), so "
+                    "reading them again proves nothing of what the client "
+                    "got.  Every read fails from now on; give nbdkit a "
+                    "TMPDIR with room for a spill file of the object's "
+                    "size (up to 1 GiB ahead of the digest)", pos);
       return -1;
     }
     pthread_mutex_unlock (&sum.lock);
@@ -386,11 +413,21 @@ checksum_read (const void *buf, uint32_t count, uint64_t offset)
     r = -1;
   }
   else if (sum.state == SUM_RUNNING && end > sum.frontier) {
-    (void) note (&sum.read, max64 (offset, sum.frontier), end, true);
+    uint64_t start = max64 (offset, sum.frontier);
+
+    (void) note (&sum.read, start, end, true);
     if (!sum.hashing && offset <= sum.frontier)
       r = hash_on_locked (buf, offset, end);
-    else
+    /* Bytes not hashed as served are read again at the end if they
+     * could not be spilled (or the spill file cannot be read back),
+     * which proves nothing of these if their source was not pinned.
+     * Noted whole when the list is full: more is refused, never less.
+     */
+    else {
       spill_locked (buf, offset, count);
+      if (!remote_reads_pinned ())
+        (void) note (&sum.unpinned, start, end, true);
+    }
   }
   /* The read that completed the object, if nobody hashes: what is left
    * (a catch-up that failed before is tried again).

@@ -182,7 +182,7 @@ grep -q "checksum: some of the server's digest headers could not be read" \
 # out of order cannot be read again as proof of what the client got, so
 # the read that completes the object fails, and so does the next.
 TMPDIR=$tmp/no-such-dir backwards_fails i \
-  "checksum: bytes from 1048576 on were neither hashed nor kept" \
+  "checksum: bytes from 1048576 on could not be verified" \
   -r "$PLUGIN" "$url" pin-object=false "checksum=sha256:$sha256"
 
 # (j) Reads scattered into more ranges than the plugin notes (4,096):
