@@ -144,8 +144,11 @@ curl_open (int readonly)
     return NULL;
   }
   h->readonly = readonly;
-  /* Our own writes will change the object's validators. */
-  if (!readonly)
+  /* Our own writes will change the object's validators.  Where no write
+   * can happen (curl_can_write) the object changes only under someone
+   * else's, which pinning is for.
+   */
+  if (!readonly && !cfg.is_file && !cfg.aws_sigv4)
     remote_unpin ();
   return h;
 }
