@@ -4,7 +4,8 @@
 # nginx servers (HTTPS, HTTP/2) of one image, each 40 ms away behind
 # helpers/linkem on a link of 80 Mbit/s (a piece takes longer to send
 # than the round trip, so the next is expected first at the other
-# source), each with its own access log.
+# source), each with its own access log, and each states the image's
+# sha-256 in Repr-Digest (its proof as a mirror).
 #  (a) Reads of 2 MiB, one at a time, read-ahead off: each gives the image's bytes, and of two reads at least
 #      both servers served pieces of 512 KiB (with each read whole at
 #      one source, as before, no read is served by both).
@@ -27,9 +28,13 @@ mbit=80
 piece=$((512 * 1024))
 make_cert
 size=$((16 * 1024 * 1024))
-serve_image "$size"
+make_random_file "$tmp/image.src" "$size"
+dig="add_header Repr-Digest 'sha-256=:$(openssl dgst -sha256 -binary \
+  <"$tmp/image.src" | base64 -w0):' always;"
+serve_image "$size" "$dig"
+cp -p "$tmp/image.src" "$image"
 ca=cainfo=$tmp/cert.pem
-start_nginx_named m1 "location / { }"
+start_nginx_named m1 "$dig location / { }"
 cp -p "$image" "$tmp/nginx-m1/www/disk.img"
 
 start_linkem "$tlsport" "$rtt" --rate "$mbit"

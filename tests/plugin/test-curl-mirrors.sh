@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # test-curl-mirrors.sh: mirror=URL, more sources of url='s object.  A
 # mirror serves reads only once proven the same object (same size and a
-# strong ETag, a digest both state alike, or checksum=); reads go to the
-# source expected to answer first; one that fails, changes or stalls is
-# dropped and its reads asked of the others, none failed.  nginx serves
-# url= and each mirror from a server of its own (HTTPS, HTTP/2), each
-# with its own access log; the mirrors' copies keep the image's mtime,
-# so nginx gives them its ETag.
+# digest both state alike, or checksum='s; a strong ETag only at url='s
+# origin or with mirror-same-etag=true); reads go to the source expected
+# to answer first; one that fails, changes or stalls is dropped and its
+# reads asked of the others, none failed.  nginx serves url= and each
+# mirror from a server of its own (HTTPS, HTTP/2), each with its own
+# access log, and each states the image's sha-256 in Repr-Digest; the
+# mirrors' copies keep the image's mtime (nginx's ETag).  The fault
+# servers of (j), (m) and (n) serve one file, so the same ETag, with
+# mirror-same-etag=true.
 #  (a) Two mirrors of one image: nbdcopy copies it byte for byte, and
 #      all three servers served reads.
-#  (b) A mirror with another version of the same size (its own ETag),
-#      one without validators (no ETag, no Last-Modified), one of
-#      another size: each refused with a message saying why, and asked
-#      nothing after the probe's one GET; the copy is right.  With
-#      checksum= the one without validators is used.
+#  (b) A mirror with another version of the same size (its own ETag, no
+#      digest), one without validators or digest (no ETag, no
+#      Last-Modified), one of another size: each refused with a message
+#      saying why, and asked nothing after the probe's one GET; the copy
+#      is right.  checksum= does not make the one without validators
+#      used (it states no digest).
 #  (c) A mirror whose Repr-Digest agrees with url='s (its ETag is its
 #      own) is used; one whose Repr-Digest differs is refused.
 #  (d) A mirror killed (SIGKILL) in the middle of a copy: the copy
@@ -59,16 +63,25 @@ requires_nbdsh
 
 make_cert
 size=$((48 * 1024 * 1024))
-serve_image "$size" 'location /d/ { alias DIR/www/;
-  add_header Repr-Digest $arg_r; }
-  location /slow/ { alias DIR/www/; limit_rate 8m; }'
+# The image made first, so that every server's configuration can state
+# its digest (server-wide: a location with an add_header of its own
+# states only its own).
+make_random_file "$tmp/image.src" "$size"
+dig="add_header Repr-Digest 'sha-256=:$(openssl dgst -sha256 -binary \
+  <"$tmp/image.src" | base64 -w0):' always;"
+serve_image "$size" "$dig
+  location /d/ { alias DIR/www/;
+  add_header Repr-Digest \$arg_r; }
+  location /slow/ { alias DIR/www/; limit_rate 8m; }"
+cp -p "$tmp/image.src" "$image"
 ca=cainfo=$tmp/cert.pem
 
-# mirror NAME [EXTRA]: a named nginx serving a copy of the image at
-# ${NAME}_url (https, the same mtime: nginx's ETag is the same).
+# [dig=] mirror NAME [EXTRA]: a named nginx serving a copy of the image
+# at ${NAME}_url (https, the same mtime: nginx's ETag is the same), and
+# its digest ($dig; with dig= none).
 mirror ()
 {
-  start_nginx_named "$1" "location / { ${2:-} }"
+  start_nginx_named "$1" "$dig location / { ${2:-} }"
   cp -p "$image" "$tmp/nginx-$1/www/disk.img"
   printf -v "${1}_url" %s "https://127.0.0.1:$(eval echo \$${1}_tlsport)/disk.img"
 }
@@ -116,7 +129,7 @@ mirror m2
 # (a)
 copy_ok a "$url" "mirror=$m1_url" "mirror=$m2_url"
 for m in m1 m2; do
-  grep -q "mirror https://127.0.0.1:.*: the same object (the same strong ETag)" \
+  grep -q "mirror https://127.0.0.1:.*: the same object (the same digest)" \
        "$tmp/a.err" || fail "(a) nbdkit did not say a mirror is the same object"
   n=$(gets $m)
   [ "$n" -ge 2 ] || fail "(a) $m served $n GETs"
@@ -127,17 +140,18 @@ echo "(a) GETs: url= $n, m1 $(gets m1), m2 $(gets m2)"
 grep -q "source https://127.0.0.1:$m1_tlsport/disk.img: [0-9]* requests" \
      "$tmp/a.err" || fail "(a) no count of m1's requests at exit"
 
-# (b) m3: another version, same size, its own mtime (another ETag); m4:
-# no validators; m5: another size.
-mirror m3
+# (b) m3: another version, same size, its own mtime (another ETag), no
+# digest; m4: no validators (its location's add_header: no digest); m5:
+# another size.
+dig= mirror m3
 mirror m4 'etag off; add_header Last-Modified "";'
-mirror m5
+dig= mirror m5
 make_random_file "$tmp/nginx-m3/www/disk.img" "$size"
 make_random_file "$tmp/nginx-m5/www/disk.img" $((size + 512))
 copy_ok b "$url" "mirror=$m3_url" "mirror=$m4_url" "mirror=$m5_url"
-grep -q "mirror $m3_url: not used: no strong identity: not the same strong ETag" \
+grep -q "mirror $m3_url: not used: no proof it is the same object: .*not url='s strong ETag" \
      "$tmp/b.err" || fail "(b) m3 not refused for its ETag"
-grep -q "mirror $m4_url: not used: no strong identity: .* it has none" \
+grep -q "mirror $m4_url: not used: no proof it is the same object: .* it has none" \
      "$tmp/b.err" || fail "(b) m4 not refused for its missing ETag"
 grep -q "mirror $m5_url: not used: its size is $((size + 512)) bytes" \
      "$tmp/b.err" || fail "(b) m5 not refused for its size"
@@ -145,8 +159,11 @@ for m in m3 m4 m5; do
   [ "$(gets $m)" -eq 1 ] || fail "(b) $m served $(gets $m) GETs, not the probe's one"
 done
 sum=$(sha256sum <"$image" | cut -d' ' -f1)
+: >"$tmp/nginx-m4/access.log"
 copy_ok b2 "$url" "mirror=$m4_url" "checksum=sha256:$sum"
-[ "$(gets m4)" -ge 3 ] || fail "(b) with checksum= m4 was not used"
+grep -q "mirror $m4_url: not used: no proof it is the same object: .*checksum= alone" \
+     "$tmp/b2.err" || fail "(b) with checksum= m4 was not refused"
+[ "$(gets m4)" -eq 1 ] || fail "(b) with checksum= m4 served $(gets m4) GETs"
 grep -q "checksum: the sha256 of all $size bytes matches" "$tmp/b2.err" ||
   fail "(b) the checksum was not checked"
 
@@ -156,12 +173,12 @@ mirror m6 'add_header Repr-Digest $arg_r;'
 touch -d '2001-01-01' "$tmp/nginx-m6/www/disk.img"
 b64=$(openssl dgst -sha256 -binary <"$image" | base64 -w0)
 bad=$(head -c 32 /dev/zero | base64 -w0)
-dig="https://127.0.0.1:$tlsport/d/disk.img?r=sha-256=:$b64:"
-copy_ok c "$dig" "mirror=$m6_url?r=sha-256=:$b64:"
+durl="https://127.0.0.1:$tlsport/d/disk.img?r=sha-256=:$b64:"
+copy_ok c "$durl" "mirror=$m6_url?r=sha-256=:$b64:"
 grep -q "mirror $m6_url.*: the same object (the same digest)" "$tmp/c.err" ||
   fail "(c) m6 with the same Repr-Digest was not used"
 : >"$tmp/nginx-m6/access.log"
-copy_ok c2 "$dig" "mirror=$m6_url?r=sha-256=:$bad:"
+copy_ok c2 "$durl" "mirror=$m6_url?r=sha-256=:$bad:"
 grep -qi "not used: its repr-digest states another sha256" "$tmp/c2.err" ||
   fail "(c) m6 with another Repr-Digest was not refused"
 [ "$(gets m6)" -eq 1 ] || fail "(c) the refused m6 served $(gets m6) GETs"
@@ -253,7 +270,7 @@ served_without_secrets "the mirror at another origin" "$tmp/nginx-m2.log"
 
 # location-trusted=true lets url='s redirects take the secrets anywhere,
 # not a mirror's: m10 redirects to itself, and must not get them.
-start_nginx_named m10 'location = /r/disk.img { return 302 /disk.img; }'
+start_nginx_named m10 "$dig location = /r/disk.img { return 302 /disk.img; }"
 cp -p "$image" "$tmp/nginx-m10/www/disk.img"
 copy_ok g2 "$m1_url" "mirror=https://127.0.0.1:$m10_tlsport/r/disk.img" \
         user=alice password=s3cret 'header=X-Token: t0ken' location-trusted=true
@@ -271,7 +288,7 @@ served_without_secrets "the redirecting mirror (location-trusted=true)" \
 slow_pair ()
 {
   local m_url
-  start_nginx_named "$2" 'location / { limit_rate 2m; }'
+  start_nginx_named "$2" "$dig location / { limit_rate 2m; }"
   cp -p "$image" "$tmp/nginx-$2/www/disk.img"
   mirror "$3" 'limit_rate 2m;'
   m_url=$(eval echo "\$${3}_url")
@@ -312,7 +329,7 @@ fault_source ()
 fault_source fu normal
 fault_source fm truncate-long
 fu_url=http://127.0.0.1:$(cat "$tmp/fu.port")/disk.img
-start_nbdkit j -r -v "$PLUGIN" "$fu_url" \
+start_nbdkit j -r -v "$PLUGIN" "$fu_url" mirror-same-etag=true \
   "mirror=http://127.0.0.1:$(cat "$tmp/fm.port")/disk.img"
 wait_log "$tmp/j.err" "mirror http://127.0.0.1:.*: the same object"
 FILE=$image timeout "$client_timeout" "$PYTHON_NBD" "$tmp/qd1.py" "$uri" ||
@@ -368,7 +385,7 @@ rm -f "$tmp/l.img"
 # after it, as mirror: the reads it is given first, before any read was
 # measured, are asked of url= once they stall, not after timeout=.
 fault_source fs stall-after-probe
-start_nbdkit m -r -v "$PLUGIN" "$fu_url" \
+start_nbdkit m -r -v "$PLUGIN" "$fu_url" mirror-same-etag=true \
   "mirror=http://127.0.0.1:$(cat "$tmp/fs.port")/disk.img" timeout=30
 wait_log "$tmp/m.err" "mirror http://127.0.0.1:.*: the same object"
 t0=$EPOCHREALTIME
@@ -389,7 +406,7 @@ rm -f "$tmp/m.img"
 # 50 s there), for nbdcopy and for qd1.py.
 fault_source fd drip-after-probe
 for client in nbdcopy qd1; do
-  start_nbdkit "n_$client" -r -v "$PLUGIN" "$fu_url" \
+  start_nbdkit "n_$client" -r -v "$PLUGIN" "$fu_url" mirror-same-etag=true \
     "mirror=http://127.0.0.1:$(cat "$tmp/fd.port")/disk.img"
   wait_log "$tmp/n_$client.err" "mirror http://127.0.0.1:.*: the same object"
   t0=$EPOCHREALTIME
