@@ -12,7 +12,8 @@
 # tcp-nodelay, sslverify, cainfo, capath, ssl-version, ssl-cipher-list,
 # tls13-ciphers, header, user, password, cookie, cookiefile, user-agent,
 # aws-sigv4, followlocation, location-trusted, insecure-redirect,
-# pin-object (not used for file:, remote.c), readahead, readahead-size
+# pin-object (not used for file:, remote.c), mirror-same-etag (no
+# mirrors: nothing to prove), readahead, readahead-size
 # (no read-ahead for file:, prefetch.c), checksum (the file's own: the
 # copy reads it in order), http-version where libcurl
 # has that version.  cookiejar is written at exit (libcurl's header, no
@@ -134,6 +135,7 @@ ok protocols protocols=file
 ok protocols-all protocols=http,https,file
 refused protocols-http "is not in protocols=http" protocols=http
 refused mirror "mirror: url= is a file: URL" mirror=http://127.0.0.1:9/disk.img
+ok mirror-same-etag mirror-same-etag=true
 ok user-agent user-agent=nbdkit-test/1
 ok cookie cookie=session=abc
 ok cookiefile "cookiefile=$tmp/jar-in"
