@@ -16,12 +16,15 @@
  * frees its blocks again.  nbdcopy splits an image among its workers in
  * regions of 128 MiB and reads them at once: all but the first go to
  * the spill file, up to SPILL_MAX at a time.  What could not be spilled
- * (the file is full, or cannot be made) is only noted as read.  Once
- * every byte has been read at least once, the read that completed it
- * reads again, in order, whatever is neither hashed nor spilled, and
- * compares.  A mismatch fails that read and every read after it, and
- * says so; a client that never reads every byte gets no verdict (said
- * at unload with -v).
+ * (the file is full, cannot be made, or would pass ulimit -f) is only
+ * noted as read.  Once every byte has been read at least once, the read
+ * that completed it reads again, in order, whatever is neither hashed
+ * nor spilled, and compares.  That proves what the client got only if
+ * every source that served those bytes was pinned to one version: what
+ * was read while one that may serve was not is noted too, and reading
+ * it again fails the digest instead.  A mismatch fails that read and
+ * every read after it, and says so; a client that never reads every
+ * byte gets no verdict (said at unload with -v).
  *
  * One read at a time hashes (sum.hashing): it does so without the
  * lock, so that other reads only spill their bytes and go on.
@@ -215,8 +218,6 @@ spill_locked (const char *buf, uint64_t offset, uint32_t count)
   }
   (void) note (&sum.spilled, start, start + len, false);
 }
-
-
 
 static void
 hash (const void *data, size_t len)
