@@ -124,8 +124,8 @@ enum proof {
   PROOF_ETAG,                   /* url='s strong ETag, where it counts */
 };
 
-/* Whether s, found at its probe to be info, is the object url= is: the
- * proof, or PROOF_NONE with why (size bytes) saying why not.  A digest
+/* What proves s, found at its probe to be info, the object url= is: the
+ * proof, or PROOF_NONE with why (size bytes) saying why it is not.  A digest
  * proof leaves in line (size bytes) the mirror's header that states it,
  * which pins its reads.  An ETag is the identity of an object only at
  * the origin that made it: nginx makes it of the file's mtime and size,
@@ -134,8 +134,8 @@ enum proof {
  * bytes a client that never reads every byte gets.
  */
 static enum proof
-refused (const struct source *s, const struct object_info *info, char *why,
-         char *line, size_t size)
+prove (const struct source *s, const struct object_info *info, char *why,
+       char *line, size_t size)
 {
   bool strong = object.etag[0] && strncmp (object.etag, "W/", 2) != 0;
   bool same_etag = strong && strcmp (object.etag, info->etag) == 0;
@@ -213,7 +213,7 @@ probe_new (struct source *s, struct conn *c)
     sources_set (s, SOURCE_DOWN, "no answer (reported above)");
     return;
   }
-  p = refused (s, &info, why, s->pin_digest, sizeof why);
+  p = prove (s, &info, why, s->pin_digest, sizeof why);
   if (p == PROOF_NONE) {
     nbdkit_error ("mirror %s: not used: %s", s->shown, why);
     sources_set (s, SOURCE_REFUSED, why);
