@@ -1400,14 +1400,12 @@ class StatusHeader(Handler):
         super().end_headers()
 
 
-class DigestReplaceAfter(Handler):
+class DigestOnly(Handler):
     """No ETag and no Last-Modified: every answer states the object's
     Repr-Digest (sha-256) instead, as a mirror proven by its digest
-    alone does.  The first ranged GET after the probe's (probe_range)
-    finds every byte of the object inverted: another object of its
-    size, with its own digest, and still no validator."""
+    alone does.  The digest of each version (size and mtime) is
+    computed once, at its first answer (a HEAD computes it ahead)."""
 
-    read_whole = True
     honour_preconditions = False
     digests = {}                # (size, mtime_ns) -> base64 sha-256
 
@@ -1417,33 +1415,19 @@ class DigestReplaceAfter(Handler):
         st = os.stat(args.file)
         key = (st.st_size, st.st_mtime_ns)
         with count_lock:
-            d = DigestReplaceAfter.digests.get(key)
+            d = DigestOnly.digests.get(key)
         if d is None:
             with open(args.file, "rb") as f:
                 d = base64.b64encode(
                     hashlib.sha256(f.read()).digest()).decode()
             with count_lock:
-                DigestReplaceAfter.digests[key] = d
+                DigestOnly.digests[key] = d
         return [("Repr-Digest", "sha-256=:%s:" % d)]
-
-    def do_GET(self):
-        r = parse_range(self.headers.get("Range"), self.object_size())
-        if isinstance(r, tuple) and self.nth_get(r[0], r[1]) == 1:
-            with file_lock:
-                with open(args.file, "r+b") as f:
-                    data = f.read()
-                    f.seek(0)
-                    f.write(data.translate(bytes(range(255, -1, -1))))
-                st = os.stat(args.file)
-                os.utime(args.file, ns=(st.st_atime_ns,
-                                        st.st_mtime_ns + 7 * 10**9))
-            log("digest-replace-after: the object replaced")
-        super().do_GET()
 
 
 MODES = {
     "normal": Handler,
-    "digest-replace-after": DigestReplaceAfter,
+    "digest-only": DigestOnly,
     "reset-some": ResetSome,
     "truncate-some": TruncateSome,
     "truncate-long": TruncateLong,
