@@ -6,8 +6,9 @@
  * reads only once it is proven to hold the same object as url= did when
  * the probe found it: the same size, and a content digest (one it and
  * url= state alike, or one equal to checksum=), or url='s strong ETag
- * at url='s own origin (elsewhere only with mirror-same-etag=true: an
- * ETag is an identity only where it was made).  Anything less and it is
+ * only with mirror-same-etag=true: an ETag names a version of one URL's
+ * resource, and two files of one size and mtime get one nginx ETag even
+ * on one server.  Anything less and it is
  * refused, with a message that says why: same-sized versions of an
  * image are common, and one block of another would be served as this
  * one's.
@@ -121,21 +122,21 @@ enum proof {
   PROOF_NONE,
   PROOF_DIGEST,                 /* a digest it and url= state alike */
   PROOF_CHECKSUM,               /* a digest it states, checksum='s */
-  PROOF_ETAG,                   /* url='s strong ETag, where it counts */
+  PROOF_ETAG,                   /* url='s strong ETag, mirror-same-etag */
 };
 
-/* What proves s, found at its probe to be info, the object url= is: the
- * proof, or PROOF_NONE with why (size bytes) saying why it is not.  A digest
- * proof leaves in line (size bytes) the mirror's header that states it,
- * which pins its reads.  An ETag is the identity of an object only at
- * the origin that made it: nginx makes it of the file's mtime and size,
- * so two images of one size and mtime (one SOURCE_DATE_EPOCH, touch -r,
- * rsync -t) have the same.  checksum= alone proves nothing of the
- * bytes a client that never reads every byte gets.
+/* What proves a mirror, found at its probe to be info, the object url=
+ * is: the proof, or PROOF_NONE with why (size bytes) saying why it is
+ * not.  A digest proof leaves in line (size bytes) the mirror's header
+ * that states it, which pins its reads.  An ETag names a version of one
+ * URL's resource, not content: nginx makes it of the file's mtime and
+ * size, so two images of one size and mtime (one SOURCE_DATE_EPOCH,
+ * touch -r, rsync -t) have the same, on two servers or at two paths of
+ * one.  checksum= alone proves nothing of the bytes a client that never
+ * reads every byte gets.
  */
 static enum proof
-prove (const struct source *s, const struct object_info *info, char *why,
-       char *line, size_t size)
+prove (const struct object_info *info, char *why, char *line, size_t size)
 {
   bool strong = object.etag[0] && strncmp (object.etag, "W/", 2) != 0;
   bool same_etag = strong && strcmp (object.etag, info->etag) == 0;
@@ -162,14 +163,13 @@ prove (const struct source *s, const struct object_info *info, char *why,
     return PROOF_DIGEST;
   if (digests_state_wanted (info->digests, line, size))
     return PROOF_CHECKSUM;
-  if (same_etag && (redirect_same_origin (&s->origin, &s->home) ||
-                    cfg.mirror_same_etag))
+  if (same_etag && cfg.mirror_same_etag)
     return PROOF_ETAG;
   if (same_etag) {
     snprintf (why, size, "it has url='s strong ETag (%.80s) but at another "
-              "origin, where an ETag proves nothing (nginx's is the "
-              "file's mtime and size: a copy of another version with the "
-              "same ones has it too); a digest header both state alike "
+              "URL, where an ETag proves nothing (nginx's is the file's "
+              "mtime and size: a copy of another version with the same "
+              "ones has it too); a digest header both state alike "
               "(Repr-Digest), checksum= with a mirror that states that "
               "digest, or mirror-same-etag=true for mirrors that are byte "
               "copies would prove it", object.etag);
@@ -192,9 +192,8 @@ proof_name (enum proof p)
   switch (p) {
   case PROOF_DIGEST: return "the same digest";
   case PROOF_CHECKSUM: return "its digest is checksum='s";
-  case PROOF_ETAG: return cfg.mirror_same_etag
-      ? "the same strong ETag, with mirror-same-etag=true"
-      : "the same strong ETag at url='s origin";
+  case PROOF_ETAG:
+    return "the same strong ETag, with mirror-same-etag=true";
   case PROOF_NONE: break;
   }
   return "?";
@@ -213,7 +212,7 @@ probe_new (struct source *s, struct conn *c)
     sources_set (s, SOURCE_DOWN, "no answer (reported above)");
     return;
   }
-  p = prove (s, &info, why, s->pin_digest, sizeof why);
+  p = prove (&info, why, s->pin_digest, sizeof why);
   if (p == PROOF_NONE) {
     nbdkit_error ("mirror %s: not used: %s", s->shown, why);
     sources_set (s, SOURCE_REFUSED, why);

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # test-curl-mirror-identity.sh: what proves a mirror the object at url=,
 # and what holds it to that object once it serves.  An ETag is an
-# identity only at the origin that made it (nginx's is the file's mtime
-# and size), checksum= alone proves nothing of the bytes a client that
+# identity of a version at one URL, not of content (nginx's is the
+# file's mtime and size), checksum= alone proves nothing of the bytes a client that
 # never reads everything gets, and a mirror proven by a digest is pinned
 # to it.  Image A (url=) and B (another of the same size) are served by
 # nginx over HTTP, each server its own origin.
 #  (a) A mirror at another origin that holds B with A's mtime, so
 #      nginx's ETag of it is url='s: refused, with a message that says
 #      why and names the ways out; nbdcopy gets A's bytes exactly.  With
-#      mirror-same-etag=true it is taken (the documented risk); a copy
-#      of A at url='s own origin, with its ETag, is taken.
+#      mirror-same-etag=true it is taken (the documented risk).  B at
+#      another path of url='s own server (the same origin, the same
+#      ETag) is refused too.
 #  (b) A mirror that holds B with no validator, given checksum=
 #      (A's): refused; 300 random reads through nbdsh (that never read
 #      every byte) get A's bytes.
@@ -38,7 +39,7 @@ touch -r "$tmp/A.img" "$tmp/B.img"
 sha=$(sha "$tmp/A.img")
 b64=$(openssl dgst -sha256 -binary <"$tmp/A.img" | base64 -w0)
 
-# url=: A, and a copy of it at /copy/ (url='s origin); a mirror at
+# url=: A, and B with A's mtime at /copy/ (url='s origin); a mirror at
 # another origin with B and A's mtime; one with B and no validator; one
 # with B, no validator and A's digest stated (a lie: only checksum=
 # could catch it, at the end).
@@ -46,7 +47,7 @@ start_nginx_named a 'location /slow/ { alias DIR/www/; limit_rate 4m;
     add_header Repr-Digest "sha-256=:'"$b64"':" always; }'
 cp -p "$tmp/A.img" "$tmp/nginx-a/www/disk.img"
 mkdir -p "$tmp/nginx-a/www/copy"
-cp -p "$tmp/A.img" "$tmp/nginx-a/www/copy/disk.img"
+cp -p "$tmp/B.img" "$tmp/nginx-a/www/copy/disk.img"
 start_nginx_named b
 cp -p "$tmp/B.img" "$tmp/nginx-b/www/disk.img"
 start_nginx_named c 'etag off; add_header Last-Modified "";'
@@ -88,7 +89,7 @@ stop_nbdkit a
 cmp -s "$tmp/A.img" "$tmp/a.img" ||
   fail "(a) the copy is not A: $(cmp -l "$tmp/A.img" "$tmp/a.img" | wc -l) bytes differ ($(gets b) GETs at the mirror)"
 rm -f "$tmp/a.img"
-grep -q "mirror $b_url: not used: it has url='s strong ETag .* but at another origin" \
+grep -q "mirror $b_url: not used: it has url='s strong ETag .* but at another URL" \
      "$tmp/a.err" || fail "(a) the mirror was not refused for its ETag"
 assert_grep_i "$tmp/a.err" "Repr-Digest" "checksum=" "mirror-same-etag=true"
 [ "$(gets b)" -eq 1 ] || fail "(a) the refused mirror served $(gets b) GETs"
@@ -103,12 +104,12 @@ start_nbdkit a3 -r -v "$PLUGIN" "$a_url" \
   "mirror=http://127.0.0.1:$a_port/copy/disk.img"
 decided a3 "http://127.0.0.1:$a_port/copy/disk.img"
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/a3.img" ||
-  fail "(a) the copy with a mirror at url='s origin failed"
+  fail "(a) the copy with B at url='s origin as a mirror failed"
 stop_nbdkit a3
 assert_same_file "$tmp/A.img" "$tmp/a3.img"
 rm -f "$tmp/a3.img"
-grep -q "mirror http://127.0.0.1:$a_port/copy/disk.img: the same object (the same strong ETag at url='s origin)" \
-     "$tmp/a3.err" || fail "(a) the copy at url='s origin was not taken"
+grep -q "mirror http://127.0.0.1:$a_port/copy/disk.img: not used: it has url='s strong ETag" \
+     "$tmp/a3.err" || fail "(a) B at url='s origin was not refused"
 
 # (b)
 start_nbdkit b -r -v "$PLUGIN" "$a_url" "mirror=$c_url" "checksum=sha256:$sha"

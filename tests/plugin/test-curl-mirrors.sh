@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test-curl-mirrors.sh: mirror=URL, more sources of url='s object.  A
 # mirror serves reads only once proven the same object (same size and a
-# digest both state alike, or checksum='s; a strong ETag only at url='s
-# origin or with mirror-same-etag=true); reads go to the source expected
+# digest both state alike, or checksum='s; a strong ETag only with
+# mirror-same-etag=true); reads go to the source expected
 # to answer first; one that fails, changes or stalls is dropped and its
 # reads asked of the others, none failed.  nginx serves url= and each
 # mirror from a server of its own (HTTPS, HTTP/2), each with its own

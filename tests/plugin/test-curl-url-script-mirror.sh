@@ -4,9 +4,10 @@
 # them (issue 37, point 17).  url= is at server A (the script finds it in
 # $url), the script prints a URL at server B, and mirror= is at A, the
 # same object (a copy with the same modification time, so the same
-# ETag).  With user=, password= and header=: B sees them; A, the mirror,
-# is asked (its probe, then reads) and sees none of them.  Without the
-# fix A had them: a mirror was trusted at url='s origin.
+# ETag, taken with mirror-same-etag=true).  With user=, password= and
+# header=: B sees them; A, the mirror, is asked (its probe, then reads)
+# and sees none of them.  Without the fix A had them: a mirror was
+# trusted at url='s origin.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -28,7 +29,7 @@ chmod +x "$tmp/print.sh"
 
 start_nbdkit m -r "$PLUGIN" "http://127.0.0.1:$a_port/disk.img" \
              "url-script=$tmp/print.sh" \
-             "mirror=http://127.0.0.1:$a_port/disk.img" \
+             "mirror=http://127.0.0.1:$a_port/disk.img" mirror-same-etag=true \
              user=alice password=s3cret 'header=X-Token: t0ken'
 timeout "$client_timeout" nbdcopy "$uri" "$tmp/out.img"
 stop_nbdkit m
