@@ -917,6 +917,25 @@ class StallSome(Handler):
             super().serve_range(data, start, end)
 
 
+class StallHalf(Handler):
+    """Every ranged GET, the probe's too: half the body at once, then
+    nothing for a minute, then the connection closes (a server that
+    hangs in the middle of an answer)."""
+
+    def serve_range(self, data, start, end):
+        half_answer(self, data, start, end, lambda: time.sleep(60))
+
+
+class StallHalfAfterProbe(StallHalf):
+    """As StallHalf, but the probe's ranges are answered whole."""
+
+    def serve_range(self, data, start, end):
+        if probe_range(start, end):
+            Handler.serve_range(self, data, start, end)
+        else:
+            super().serve_range(data, start, end)
+
+
 class ReplaceAfter(Handler):
     """The third ranged GET finds the object replaced by other bytes (a
     new ETag and mtime), so If-Match fails with 412 from then on."""
@@ -1434,6 +1453,8 @@ MODES = {
     "503-some": Unavailable503Some,
     "429-some": TooMany429Some,
     "stall-some": StallSome,
+    "stall-half": StallHalf,
+    "stall-half-after-probe": StallHalfAfterProbe,
     "replace-after": ReplaceAfter,
     "replace-ignore-precondition": ReplaceIgnorePrecondition,
     "replace-star-etag": ReplaceStarEtag,

@@ -266,9 +266,9 @@ request_sent (const struct xfer *x)
 /* libcurl calls this at least once a second during a transfer, and on
  * each piece of data.  It ends a transfer early when nbdkit is shutting
  * down (a server that went silent must not hold up nbdkit's exit for
- * timeout= seconds; looked at every 200 ms), and a body that is ignored
- * when it has dripped on for longer than timeout= (CURLOPT_LOW_SPEED_*
- * only catches a stall).
+ * timeout= seconds; looked at every 200 ms), one that sent no byte for
+ * timeout= (timing_stalled), and a body that is ignored when it has
+ * dripped on for longer than timeout=.
  */
 static int
 progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
@@ -290,6 +290,8 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
       return 1;
     }
   }
+  if (timing_stalled (x, dlnow + ulnow))
+    return 1;
   /* Much slower than its source's answers: asked of another (engine.c).
    * Its wait for an answer begins once the request went out.
    */

@@ -112,6 +112,8 @@ begin_exchange (struct xfer *x)
   x->sent = 0;
   x->reported = false;
   x->client_gone = false;
+  x->moved = x->moved_ns = 0;
+  x->stalled = false;
   x->q.serving = remote_is_serving ();
   x->q.pinned = remote_pin (&x->q.pin) && x->q.method == GET;
   /* A mirror's reads carry its own validators (mirrors.c). */
@@ -237,6 +239,12 @@ exchange_end (struct conn *c, struct xfer *x, CURLcode rc)
    */
   exchange_unsent (c, x);
 
+  /* Ended by timing_stalled: a timeout, retried as libcurl's own. */
+  if (x->stalled && rc == CURLE_ABORTED_BY_CALLBACK) {
+    rc = CURLE_OPERATION_TIMEDOUT;
+    snprintf (c->errbuf, sizeof c->errbuf, "no byte for %u s (timeout=)",
+              cfg.timeout);
+  }
   x->a.complete = true;
   x->a.rc = rc;
   x->a.rc_text = curl_easy_strerror (rc);

@@ -53,6 +53,13 @@ struct xfer {
 
   struct timespec ignoring_since;  /* this try's first ignored body, or 0 */
   struct timespec stop_checked; /* see progress_cb */
+  /* timing_stalled: the bytes moved (both ways) when last looked, and
+   * when they last moved (0: the request is not sent yet); stalled: the
+   * transfer was ended for that.
+   */
+  curl_off_t moved;
+  int64_t moved_ns;
+  bool stalled;
   bool reported;                /* the error was reported where it arose */
   long weight;                  /* HTTP/2 stream weight, 0: the default */
   struct curl_slist *req_headers;  /* exchange.c: sent with this try */
@@ -107,5 +114,6 @@ extern int curl_debug_times, curl_debug_requests;
 extern void timing_add (CURL *e);
 extern void timing_print (void);
 extern void timing_note_probe (struct conn *c);
+extern bool timing_stalled (struct xfer *x, curl_off_t moved);
 
 #endif /* XFER_H */
