@@ -57,6 +57,7 @@
 
 struct handle {
   bool readonly;
+  struct ra_client ra;          /* its reads, for read-ahead */
 };
 
 static void
@@ -156,7 +157,10 @@ curl_open (int readonly)
 static void
 curl_close (void *handle)
 {
-  free (handle);
+  struct handle *h = handle;
+
+  prefetch_close (&h->ra);
+  free (h);
 }
 
 static int64_t
@@ -242,7 +246,9 @@ static int
 curl_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
             uint32_t flags)
 {
-  if (prefetch_pread (buf, count, offset) == -1)
+  struct handle *h = handle;
+
+  if (prefetch_client_pread (&h->ra, buf, count, offset) == -1)
     return -1;
   return checksum_read (buf, count, offset);
 }
@@ -276,7 +282,9 @@ curl_can_cache (void *handle)
 static int
 curl_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  return prefetch_cache (count, offset);
+  struct handle *h = handle;
+
+  return prefetch_cache (&h->ra, count, offset);
 }
 
 static struct nbdkit_plugin plugin = {

@@ -389,7 +389,19 @@ extern void prefetch_init (void);
 extern uint64_t prefetch_head_start (void);
 extern void prefetch_after_fork (void);
 extern void prefetch_unload (void);
+/* One NBD connection's reads, as read-ahead sees them: whether its
+ * client waits for its answers is decided for each connection.  curl.c's
+ * handle holds it, zeroed at .open; its fields are prefetch.c's.
+ */
+struct ra_client {
+  uint64_t id;                  /* 0 until its first read or cache */
+  unsigned inside;              /* its reads in prefetch.c now */
+  int64_t busy_ns;              /* when more than MAX_QD were, last */
+};
+extern int prefetch_client_pread (struct ra_client *cl, void *buf,
+                                  uint32_t count, uint64_t offset);
 extern int prefetch_pread (void *buf, uint32_t count, uint64_t offset);
+extern void prefetch_close (struct ra_client *cl);
 /* digests.c: checksum=ALGO:HEX, and the digests servers state. */
 struct checksum_want {
   const char *algo;             /* "sha256", "sha512", "md5"; NULL: none */
@@ -408,7 +420,8 @@ extern void digest_hex (const unsigned char *d, unsigned n, char *out);
 extern int checksum_ready (void);
 extern int checksum_read (const void *buf, uint32_t count, uint64_t offset);
 extern void checksum_unload (void);
-extern int prefetch_cache (uint32_t count, uint64_t offset);
+extern int prefetch_cache (struct ra_client *cl, uint32_t count,
+                           uint64_t offset);
 extern void prefetch_invalidate (uint32_t count, uint64_t offset);
 
 /* writing.c: NBD writes, each checked (see there). */

@@ -3,8 +3,9 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * What read-ahead's three files share: prefetch.c (when a stream
- * starts), stream.c (what it asks for and serves) and segment.c (its
- * GETs), and the lock that guards them all.
+ * starts, which stream a read or cache request is for), stream.c (what
+ * it asks for and serves) and segment.c (its GETs), and the lock that
+ * guards them all.
  */
 
 #ifndef SEGMENT_H
@@ -77,12 +78,32 @@ extern void seg_init (void);
 extern void seg_after_fork_locked (void);
 extern void seg_stop_all_locked (void);
 
+/* stream.c's streams, with seg_lock held: what each asks for and serves
+ * is stream.c's, which one a read or a cache request is for prefetch.c's.
+ * Five VMs booting from one export each keep one.
+ */
+#define MAX_STREAMS 8
+/* Bytes kept behind the highest read served, for reads a little behind
+ * it (a client with a few reads in flight).
+ */
+#define KEEP (2 * BLOCK)
+struct stream {
+  struct seg_owner o;           /* first: abandon, used_ns, start... */
+  bool used;
+  bool retiring;                /* asks for nothing more (prefetch.c) */
+  uint64_t client;              /* its connection's (0: anyone's) */
+  uint64_t consumed;            /* the highest end of a read served */
+  uint64_t next;                /* the end of what it asked for */
+  uint64_t hint;                /* NBD_CMD_CACHE asked up to here */
+  uint64_t window;
+  uint64_t served;
+  uint64_t head_end;            /* the head start's end, 0 if not one */
+};
+extern struct stream stream_table[MAX_STREAMS];
+
 /* stream.c: all with seg_lock held. */
-struct stream;
-extern struct stream *stream_find_locked (uint64_t offset, uint32_t count,
-                                          bool *own, bool *behind);
-extern struct stream *stream_start_locked (uint64_t offset, uint32_t count,
-                                           int64_t now);
+extern struct stream *stream_start_locked (uint64_t client, uint64_t offset,
+                                           uint32_t count, int64_t now);
 extern uint32_t stream_serve_locked (struct stream *st, char *buf,
                                      uint32_t count, uint64_t offset,
                                      bool own);
@@ -91,7 +112,6 @@ extern uint64_t stream_head_start_locked (struct stream *st, uint64_t size,
 extern void stream_hint_locked (struct stream *st, uint64_t offset,
                                 uint32_t count, int64_t now);
 extern void stream_tidy_locked (int64_t now, const struct stream *started);
-extern void stream_retire_all_locked (unsigned inflight);
 extern bool stream_served_lately (int64_t now);
 extern void stream_drop_all_locked (void);
 extern void stream_drop_range_locked (uint64_t offset, uint32_t count);

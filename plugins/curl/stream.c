@@ -27,25 +27,26 @@
  * Reads are served from the segments that hold their bytes, waiting for
  * bytes on their way rather than asking again; whatever part of a read
  * no segment can give (a failed one, past the object's end) is an
- * ordinary read of pool.c.  Only a stream's own reads (from KEEP behind
- * its last one to four reads past it: a client with a few reads in
- * flight sends them in any order) move it on: another client's read,
- * or a random one, that falls into what it asked for is served, and
- * changes nothing else.  A segment serves reads only once its whole
- * answer has come and been judged, as a read's own answer would be: a
- * body cut short is an error, never data, even for the bytes that came
- * (a file truncated or rewritten while the server sent it ends so).
+ * ordinary read of pool.c.  Only a stream's own reads (of its NBD
+ * connection, from KEEP behind its last one to four reads past it: a
+ * client with a few reads in flight sends them in any order) move it
+ * on: another connection's read, a random one or NBD_CMD_CACHE, that
+ * falls into what it asked for is served, and changes nothing else.  A
+ * segment serves reads only once its whole answer has come and been
+ * judged, as a read's own answer would be: a body cut short is an
+ * error, never data, even for the bytes that came (a file truncated or
+ * rewritten while the server sent it ends so).
  * So segments are at most MAX_SEG, and up to RUNNING_PER_STREAM of a
  * stream are on their way at once.  A read waits for its segment at
  * most patience_ns (a server that sends large ranges slowly would make it
  * wait longer than its own GET would); then it asks for its own bytes, and
  * the stream stops.  After a segment failed or was too slow, no new stream
  * starts for BACKOFF_NS, doubled each time.  A stream that no read has used
- * for IDLE_NS, or for two round trips when another stream starts (the
- * client went elsewhere), is stopped: its segments' connections are
- * closed, since the rest of their answers will not be read (unless little
- * is left: segment.c).  Segments after a stream's first end on multiples of
- * BLOCK, so that no block is shared by two.
+ * for IDLE_NS, or for two round trips when its connection's reads start
+ * another stream (the client went elsewhere), is stopped: its segments'
+ * connections are closed, since the rest of their answers will not be
+ * read (unless little is left: segment.c).  Segments after a stream's
+ * first end on multiples of BLOCK, so that no block is shared by two.
  *
  * Every segment's answer is judged as every read's is (verdict.c): the
  * status, Content-Range, and the validators the reads are pinned to are
@@ -67,20 +68,13 @@
 #include "curldefs.h"
 #include "segment.h"
 
-#define MAX_STREAMS 4
 #define RUNNING_PER_STREAM 8    /* GETs in flight for one stream */
 #define MIN_SEG (128 * 1024)
 /* A read waits for the whole of its segment's answer (see Segments):
  * 4 MiB take 34 ms at 1 Gbit/s.
  */
 #define MAX_SEG (4 * 1024 * 1024)
-/* Bytes kept behind the highest read served, for reads a little behind
- * it (a client with a few reads in flight).
- */
-#define KEEP (2 * BLOCK)
 #define STALE_MIN_NS (20 * INT64_C (1000000))
-/* See stream_find_locked. */
-#define LATE_READS 64
 /* See patience_ns. */
 #define PATIENCE_MIN_NS (1000 * INT64_C (1000000))
 /* After a segment failed or was too slow for a read, no stream starts
@@ -89,23 +83,13 @@
 #define BACKOFF_NS (1000 * INT64_C (1000000))
 #define MAX_BACKOFF_NS (30 * INT64_C (1000000000))
 
-struct stream {
-  struct seg_owner o;           /* first: abandon, used_ns, start... */
-  bool used;
-  bool retiring;                /* asks for nothing more (prefetch.c) */
-  uint64_t consumed;            /* the highest end of a read served */
-  uint64_t next;                /* the end of what it asked for */
-  uint64_t hint;                /* NBD_CMD_CACHE asked up to here */
-  uint64_t window;
-  uint64_t served;
-  uint64_t head_end;            /* the head start's end, 0 if not one */
-};
 /* Whether segment g is one of the head start's. */
 #define IN_HEAD_START(g) \
   ((g)->end <= ((const struct stream *) (g)->owner)->head_end)
 
+struct stream stream_table[MAX_STREAMS];
+
 static struct {
-  struct stream st[MAX_STREAMS];
   uint64_t last_run;            /* the last stream served so far */
   int64_t last_run_ns;          /* ... when it last served */
   int64_t fail_until;           /* no new stream before this */
@@ -152,7 +136,7 @@ held_locked (void)
   unsigned i;
 
   for (i = 0; i < MAX_STREAMS; i++) {
-    const struct stream *st = &streams.st[i];
+    const struct stream *st = &stream_table[i];
 
     if (!st->used || st->o.abandon)
       continue;
@@ -221,7 +205,7 @@ free_stream_locked (struct stream *st)
 }
 
 /* Streams that no read used for long enough are stopped (IDLE_NS, or
- * two round trips when the client started another stream, started:
+ * two round trips when their client started another stream, started:
  * it went elsewhere), finished segments freed, and streams without
  * segments left freed.
  */
@@ -234,10 +218,12 @@ stream_tidy_locked (int64_t now, const struct stream *started)
   if (stale < STALE_MIN_NS)
     stale = STALE_MIN_NS;
   for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *st = &streams.st[i];
+    struct stream *st = &stream_table[i];
 
     if (st->used && st != started && !st->o.abandon &&
-        (now - st->o.used_ns > (started != NULL ? stale : IDLE_NS) ||
+        (now - st->o.used_ns > (started != NULL &&
+                                st->client == started->client
+                                ? stale : IDLE_NS) ||
          (st->retiring && st->o.nrunning == 0 && st->consumed >= st->next &&
           st->head_end == 0)))
       abandon_stream_locked (st);
@@ -252,7 +238,7 @@ stream_tidy_locked (int64_t now, const struct stream *started)
       seg_reap_locked (g);
   }
   for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *st = &streams.st[i];
+    struct stream *st = &stream_table[i];
 
     if (st->used && st->o.abandon && st->o.nsegs == 0)
       free_stream_locked (st);
@@ -276,7 +262,8 @@ ended (struct seg_owner *o, bool ok, bool failed)
 }
 
 struct stream *
-stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
+stream_start_locked (uint64_t client, uint64_t offset, uint32_t count,
+                     int64_t now)
 {
   struct stream *st = NULL;
   unsigned i;
@@ -284,13 +271,13 @@ stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
   if (now < streams.fail_until)
     return NULL;
   for (i = 0; i < MAX_STREAMS && st == NULL; i++)
-    if (!streams.st[i].used)
-      st = &streams.st[i];
+    if (!stream_table[i].used)
+      st = &stream_table[i];
   if (st == NULL)
     return NULL;
   *st = (struct stream) {
     .o = { .start = offset, .used_ns = now, .ended = ended },
-    .used = true, .consumed = offset, .next = offset,
+    .used = true, .client = client, .consumed = offset, .next = offset,
     .window = max64 (max64 (4 * (uint64_t) count, MIN_SEG),
                      now - streams.last_run_ns > IDLE_NS ? 0
                      : min64 (streams.last_run / 2, cfg.readahead_size)),
@@ -302,38 +289,6 @@ stream_start_locked (uint64_t offset, uint32_t count, int64_t now)
                   " KiB asked for ahead", offset, st->window / 1024,
                   seg_blocks * (BLOCK / 1024), cfg.readahead_size / 1024);
   return st;
-}
-
-/* The stream that [offset, offset+count) continues (*own: at most KEEP
- * behind its last read or four reads past it), else one that asked for
- * its bytes anyway (another client's read, a random one: served, but it
- * moves the stream on in nothing).
- */
-struct stream *
-stream_find_locked (uint64_t offset, uint32_t count, bool *own, bool *behind)
-{
-  unsigned i;
-
-  for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *st = &streams.st[i];
-
-    if (!st->used || st->o.abandon || offset < st->o.start)
-      continue;
-    /* A read that the stream went past lately (one of a few in flight
-     * that came late: on a busy machine seen 30 reads behind) is not a
-     * new stream's start.  One further back (a client that reads a file
-     * again) may start one.
-     */
-    if (offset + KEEP < st->consumed && offset >= st->head_end) {
-      if (offset + KEEP + LATE_READS * (uint64_t) count >= st->consumed)
-        *behind = true;
-      continue;
-    }
-    *own = offset <= st->consumed + 4 * (uint64_t) count;
-    if (*own || offset + count <= st->next)
-      return st;
-  }
-  return NULL;
 }
 
 static struct seg *
@@ -446,29 +401,6 @@ stream_serve_locked (struct stream *st, char *buf, uint32_t count,
   return pos - offset;
 }
 
-/* A client with many reads in flight fills the link itself, and needs
- * the pool's connections for them: the streams ask for nothing more,
- * but what they asked for comes in whole (closing a connection in the
- * middle of an answer would cost a new one) and is served.
- */
-void
-stream_retire_all_locked (unsigned inflight)
-{
-  unsigned i;
-
-  for (i = 0; i < MAX_STREAMS; i++) {
-    struct stream *st = &streams.st[i];
-
-    if (st->used && !st->o.abandon && !st->retiring) {
-      st->retiring = true;
-      if (curl_debug_readahead)
-        nbdkit_debug ("read-ahead: stream from %" PRIu64 " asks for "
-                      "nothing more: %u reads in flight", st->o.start,
-                      inflight);
-    }
-  }
-}
-
 /* Whether a stream served a read lately (see Detection in prefetch.c). */
 bool
 stream_served_lately (int64_t now)
@@ -476,15 +408,11 @@ stream_served_lately (int64_t now)
   return now - streams.last_run_ns <= IDLE_NS;
 }
 
-/* NBD_CMD_CACHE for [offset, offset+count), which st starts or
- * continues: it asks ahead up to the end of that too.
- */
+/* st asks ahead up to offset + count too (st->next >= offset). */
 void
 stream_hint_locked (struct stream *st, uint64_t offset, uint32_t count,
                     int64_t now)
 {
-  if (offset > st->next)
-    st->next = offset;
   st->hint = max64 (st->hint, offset + count);
   st->o.used_ns = now;
   feed_locked (st, 0);
@@ -511,8 +439,8 @@ stream_drop_all_locked (void)
   unsigned i;
 
   for (i = 0; i < MAX_STREAMS; i++)
-    if (streams.st[i].used)
-      abandon_stream_locked (&streams.st[i]);
+    if (stream_table[i].used)
+      abandon_stream_locked (&stream_table[i]);
 }
 
 /* A write of [offset, offset+count): every stream that asked for any of
@@ -538,8 +466,8 @@ stream_stop_all_locked (void)
   unsigned i;
 
   for (i = 0; i < MAX_STREAMS; i++)
-    if (streams.st[i].used)
-      streams.st[i].o.abandon = true;
+    if (stream_table[i].used)
+      stream_table[i].o.abandon = true;
   seg_stop_all_locked ();
   if (curl_debug_readahead && streams.started > 0)
     nbdkit_debug ("read-ahead: %" PRIu64 " streams in %" PRIu64
