@@ -196,7 +196,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         st = os.stat(args.file)
         return [("Last-Modified",
                  self.date_time_string(int(st.st_mtime))),
-                ("ETag", '"%x-%x"' % (st.st_size, st.st_mtime_ns))]
+                ("ETag", '"%x-%x"' % (st.st_size, st.st_mtime_ns))] + \
+            [tuple(h.split(": ", 1)) for h in args.header]
 
     def nth_get(self, start, end):
         """Count ranged GETs that are not the probe's (probe_range);
@@ -1339,6 +1340,8 @@ class DripLarge(Handler):
     bytes every 0.1 s: a 256 KiB answer takes 13 s); shorter ranges, the
     probe's among them, at once.  Stops when the client hangs up."""
 
+    drip = 2000                 # bytes every 0.1 s
+
     def dripped(self, start, end):
         return end - start + 1 > LARGE_RANGE
 
@@ -1354,9 +1357,9 @@ class DripLarge(Handler):
         try:
             self.wfile.flush()
             while sent < len(body):
-                self.wfile.write(body[sent:sent + 2000])
+                self.wfile.write(body[sent:sent + self.drip])
                 self.wfile.flush()
-                sent += len(body[sent:sent + 2000])
+                sent += len(body[sent:sent + self.drip])
                 if sent < len(body):
                     time.sleep(0.1)
         except (BrokenPipeError, ConnectionResetError):
@@ -1504,6 +1507,9 @@ MODES = {
     "drip-large": DripLarge,
     "drip-after-probe": DripAfterProbe,
     "status-header": StatusHeader,
+    # A mirror that drips at 5 kB/s once proven.
+    "drip-5k-after-probe": type("Drip5kAfterProbe", (DripAfterProbe,),
+                                {"drip": 500}),
 }
 
 # multipart-lf: legal, bare LF framing.  multipart-{short,long}{1,2}-
@@ -1540,6 +1546,8 @@ def main():
     p.add_argument("--log", required=True, help="request log")
     p.add_argument("--port", type=int, default=0, help="0: kernel picks")
     p.add_argument("--port-file", help="write the port here when ready")
+    p.add_argument("--header", action="append", default=[],
+                   help="'NAME: VALUE' sent with every answer's validators")
     args = p.parse_args()
     log_file = open(args.log, "a")
     kind = SerialServer if args.mode == "serial" else Server

@@ -5,9 +5,9 @@
  * Which source a read goes to, when mirror= names more than url=: the
  * one expected to answer it first.  Each source is taken for a pipe: a
  * wait L for a first byte, then a speed R, both measured as its
- * answers come (R over the time some answer of its was coming, not the
- * waits for first bytes).  A request of B bytes, asked of a source
- * whose running requests still wait for Q bytes, is expected at
+ * answers come (R: their bytes over the time some were coming, however
+ * short each answer).  A request of B bytes, asked of a source whose
+ * running requests still wait for Q bytes, is expected at
  *
  *     max (L, Q / R) + B / R
  *
@@ -44,9 +44,12 @@ static pthread_cond_t cond;     /* CLOCK_MONOTONIC: sources_start */
 static bool stopping;           /* see sources_stop */
 
 /* A source's speed is sampled over at least this much of the time some
- * answer of its was coming: bytes that came in that time, over it.
+ * answer of its was coming, or once this many bytes came (answers of a
+ * millisecond each, a near url='s, took 50 MB): bytes that came in that
+ * time, over it.
  */
 #define SAMPLE_NS (100 * INT64_C (1000000))
+#define SAMPLE_BYTES (1024 * 1024)
 /* Dropped sources are asked again after 2 s, then 4, 8... at most 60. */
 #define DOWN_FIRST_NS (2000 * INT64_C (1000000))
 #define DOWN_MAX_NS (60000 * INT64_C (1000000))
@@ -74,7 +77,9 @@ sample_locked (struct source *s, int64_t now)
   int64_t busy = s->busy_total + (s->flowing > 0 ? now - s->busy_start : 0);
   double r;
 
-  if (busy - s->busy_sampled < SAMPLE_NS)
+  if (busy <= s->busy_sampled ||
+      (busy - s->busy_sampled < SAMPLE_NS &&
+       recv - s->recv_sampled < SAMPLE_BYTES))
     return;
   r = (double) (recv - s->recv_sampled) / (busy - s->busy_sampled);
   s->rate = s->rate == 0 ? r : 0.7 * s->rate + 0.3 * r;
@@ -83,18 +88,30 @@ sample_locked (struct source *s, int64_t now)
 }
 
 /* Before any source's speed was measured, each is taken to deliver a
- * byte a nanosecond (1 GB/s): the bytes each has still to come then
- * count against it as well as its wait for a first byte, and a source
- * whose wait is a little longer still gets its share.
+ * byte a nanosecond (1 GB/s), so that its bytes still to come count
+ * against it as well as its wait, and one whose wait is a little longer
+ * still gets its share.
  */
 #define NOMINAL_RATE 1.0
+
+/* The speed of the fastest source up but except (0: none measured). */
+static double
+fastest_locked (const struct source *except)
+{
+  double fastest = 0;
+  unsigned i;
+
+  for (i = 0; i < nsources; i++)
+    if (&sources[i] != except && sources[i].state == SOURCE_UP &&
+        sources[i].rate > fastest)
+      fastest = sources[i].rate;
+  return fastest;
+}
 
 /* The bytes the sources up could have on their way at once (split.c):
  * each one's speed (not measured: the fastest's, or NOMINAL_RATE) times
  * its wait for a first byte, summed; 0 with fewer than two up.
  */
-static double fastest_locked (const struct source *except);
-
 uint64_t
 sources_window (void)
 {
@@ -126,8 +143,7 @@ to_come_locked (const struct source *s)
 
 /* How long a request of bytes at s would take (ns).  A source not yet
  * measured is taken to be as fast as the fastest that is; one left idle
- * is taken to be at least an eighth as fast, so that a source measured
- * slow once is tried again.
+ * at least an eighth as fast, so that one measured slow is tried again.
  */
 static double
 expected_locked (const struct source *s, uint64_t bytes, double best)
@@ -142,20 +158,6 @@ expected_locked (const struct source *s, uint64_t bytes, double best)
     return (double) s->lat_ns;
   queued = to_come / rate;
   return (queued > s->lat_ns ? queued : (double) s->lat_ns) + bytes / rate;
-}
-
-/* The speed of the fastest source up but except (0: none measured). */
-static double
-fastest_locked (const struct source *except)
-{
-  double fastest = 0;
-  unsigned i;
-
-  for (i = 0; i < nsources; i++)
-    if (&sources[i] != except && sources[i].state == SOURCE_UP &&
-        sources[i].rate > fastest)
-      fastest = sources[i].rate;
-  return fastest;
 }
 
 static bool
@@ -175,10 +177,10 @@ fallback (const struct source *s, const struct source *avoid)
 
 /* A source whose speed is not measured yet while another's is, and
  * which has a round trip's worth of bytes to come at the fastest's
- * speed: it gets more only when no other source would do.  Taken to be
- * as fast as the fastest, a mirror of a quarter of its speed once got
- * 12 MB at once as it joined, the reads at its end of them were late
- * (sources_hedge_due) and it was dropped for 2 s.
+ * speed, and the bytes that measure it: it gets more only when no other
+ * source would do.  Taken to be as fast as the fastest, a mirror of a
+ * quarter of its speed once got 12 MB at once as it joined, the reads at
+ * its end of them were late (sources_hedge_due) and it was dropped.
  */
 #define TRIAL_PENALTY_NS 6e10
 
@@ -186,7 +188,8 @@ static bool
 on_trial_locked (const struct source *s, double fastest)
 {
   return s->rate == 0 && fastest != 0 &&
-    to_come_locked (s) >= fastest * s->lat_ns;
+    to_come_locked (s) >= max64 ((uint64_t) (fastest * s->lat_ns),
+                                 SAMPLE_BYTES);
 }
 
 /* The source for a request of bytes (not avoid, the one that just
@@ -522,9 +525,8 @@ sources_stopping (void)
   return __atomic_load_n (&stopping, __ATOMIC_RELAXED);
 }
 
-/* At unload, with -v: what each source served, at what speed while
- * it had answers flowing (measured over the whole run: the scheduler's
- * samples need 100 ms of it), and its wait for a first byte.
+/* At unload, with -v: what each source served, its speed while it had
+ * answers flowing (over the whole run) and its wait for a first byte.
  */
 void
 sources_print (void)

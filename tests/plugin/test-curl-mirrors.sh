@@ -380,12 +380,18 @@ grep -q "too slow" "$tmp/l.err" || fail "(l) no read was hedged"
 assert_same_file "$image" "$tmp/l.img"
 rm -f "$tmp/l.img"
 
-# (m) Beside (j)'s url= (a fault server), one of the same file (so
-# the same ETag) that answers the probe's GET and stalls every request
-# after it, as mirror: the reads it is given first, before any read was
-# measured, are asked of url= once they stall, not after timeout=.
+# (m) Beside (j)'s url= (a fault server), here 30 ms away behind linkem
+# at 1 Tbit/s so that the mirror on loopback, whose wait for a first
+# byte is shorter, is given the first reads (on loopback both, url='s
+# answers measured fast left the mirror none in some runs), one of the
+# same file (so the same ETag) that answers the probe's GET and stalls
+# every request after it, as mirror: the reads it is given first,
+# before any read was measured, are asked of url= once they stall, not
+# after timeout=.
+start_linkem "$(cat "$tmp/fu.port")" 30 --rate 1000000
+fu_far=http://127.0.0.1:$linkem_port/disk.img
 fault_source fs stall-after-probe
-start_nbdkit m -r -v "$PLUGIN" "$fu_url" mirror-same-etag=true \
+start_nbdkit m -r -v "$PLUGIN" "$fu_far" mirror-same-etag=true \
   "mirror=http://127.0.0.1:$(cat "$tmp/fs.port")/disk.img" timeout=30
 wait_log "$tmp/m.err" "mirror http://127.0.0.1:.*: the same object"
 t0=$EPOCHREALTIME
@@ -399,14 +405,14 @@ awk -v s="$secs" 'BEGIN { exit !(s < 10) }' ||
 assert_same_file "$image" "$tmp/m.img"
 rm -f "$tmp/m.img"
 
-# (n) Beside (j)'s url=, a fault server of the same file that answers
+# (n) Beside (m)'s url=, a fault server of the same file that answers
 # the probe at once and every read at about 20 KB/s, as mirror: its
 # reads, given to it before any read was measured, are asked of url=
 # within about a second each, not left to drip (a 1 MiB read would take
 # 50 s there), for nbdcopy and for qd1.py.
 fault_source fd drip-after-probe
 for client in nbdcopy qd1; do
-  start_nbdkit "n_$client" -r -v "$PLUGIN" "$fu_url" mirror-same-etag=true \
+  start_nbdkit "n_$client" -r -v "$PLUGIN" "$fu_far" mirror-same-etag=true \
     "mirror=http://127.0.0.1:$(cat "$tmp/fd.port")/disk.img"
   wait_log "$tmp/n_$client.err" "mirror http://127.0.0.1:.*: the same object"
   t0=$EPOCHREALTIME
