@@ -927,14 +927,30 @@ class StallHalf(Handler):
         half_answer(self, data, start, end, lambda: time.sleep(60))
 
 
-class StallHalfAfterProbe(StallHalf):
-    """As StallHalf, but the probe's ranges are answered whole."""
+class StallHalfAfterProbe(Handler):
+    """The probe's ranges are answered whole; every other ranged GET
+    gets half its body in four pieces 0.3 s apart, then nothing for a
+    minute, then the connection closes (a stall after bytes that kept
+    coming for a while)."""
 
     def serve_range(self, data, start, end):
         if probe_range(start, end):
-            Handler.serve_range(self, data, start, end)
-        else:
             super().serve_range(data, start, end)
+            return
+        range_headers(self, data, start, end)
+        half = data[start:start + (end - start + 1) // 2]
+        step = (len(half) + 3) // 4
+        try:
+            for i in range(0, len(half), step):
+                if i > 0:
+                    time.sleep(0.3)
+                self.wfile.write(half[i:i + step])
+                self.wfile.flush()
+            self.log_request_line(206, len(half))
+            time.sleep(60)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
 
 class ReplaceAfter(Handler):
