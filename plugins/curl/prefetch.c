@@ -19,10 +19,10 @@
  * reads within IDLE_NS: a client that read on and on, such as one that
  * went back to the start, is likely to again), while its connection has
  * had at most MAX_QD reads in the plugin for a second: a client that
- * waits for its answers.  So a run of two reads (a
- * file system reads an inode, then a block) costs nothing; when a stream
- * started at a run's second read, each pair of 4 KiB reads at 30 ms cost
- * a first segment of 128 KiB, 16 times the bytes read.
+ * waits for its answers.  So a run of two reads (a file system reads an
+ * inode, then a block) costs nothing; when a stream started at a run's
+ * second read, each pair of 4 KiB reads at 30 ms cost a first segment of
+ * 128 KiB, 16 times the bytes read.
  *
  * Clients that keep many reads in flight (nbdcopy, qemu-img convert) fill
  * the link themselves and are left to pool.c's batches, also at the end
@@ -31,13 +31,13 @@
  * connection are in the plugin, its streams retire: they ask for nothing
  * more, serve what they asked for, and end.  On a server less than
  * SLOW_NS away (loopback, a LAN), where a round trip costs less than
- * moving a read's bytes, their
- * reads are answered before the next comes for longer, and the streams
- * they started, until they retired, made copies 4-11% slower (their GETs
- * took the pool's connections, and fetched some bytes twice): there a
- * stream starts only once NEAR_ANSWERED reads of the run were answered,
- * none of them beside another read of the run.  Random reads never
- * continue a run, so they never start a stream and cost no extra request.
+ * moving a read's bytes, their reads are answered before the next comes
+ * for longer, and the streams they started, until they retired, made
+ * copies 4-11% slower (their GETs took the pool's connections, and
+ * fetched some bytes twice): there a stream starts only once
+ * NEAR_ANSWERED reads of the run were answered, none of them beside
+ * another read of the run.  Random reads never continue a run, so they
+ * never start a stream and cost no extra request.
  *
  * Streams (stream.c) ask for the bytes ahead of a run's reads and serve
  * them.

@@ -127,15 +127,15 @@ timing_round_trip (void)
   return cfg.is_file || probe_wait_ns < 0 ? 0 : probe_wait_ns;
 }
 
-/* Whether x's transfer, whose bytes moved (sent and received) are
- * moved so far, sent no byte and got none for timeout= seconds since its
- * request went out or its last byte: then it is to end, as a timeout
- * (exchange_end).  callbacks.c's progress callback asks, at least once a
- * second.  libcurl's low-speed check (CURLOPT_LOW_SPEED_*) averages the
- * speed over about 5 s: after a burst it saw a stall 5 s late, and a
- * start-up against a server that sent half of each answer took 85 s to
- * give up with timeout=3.  Connecting is bounded by
- * CURLOPT_CONNECTTIMEOUT: the clock starts once the request is sent.
+/* Whether x's transfer is to end as a timeout (exchange_end): no byte
+ * sent or received (moved: both, so far) for timeout= seconds since its
+ * request went out or since its last byte.  callbacks.c's progress
+ * callback asks, at least once a second.  libcurl's low-speed check
+ * (CURLOPT_LOW_SPEED_*, still set) averages the speed over about 5 s:
+ * after a burst it saw a stall 5 s late, and a start-up against a server
+ * that sent half of each answer took 85 s to give up with timeout=3.
+ * Connecting is bounded by CURLOPT_CONNECTTIMEOUT: the clock starts
+ * once the request is sent.
  */
 bool
 timing_stalled (struct xfer *x, curl_off_t moved)
