@@ -120,8 +120,9 @@ note_location (struct xfer *x, const char *v, size_t len)
 }
 
 /* Each line of the answer's header blocks.  The status line is an
- * answer's first line, taken while the status is 0 (answer_reset, at
- * the exchange's start and after an interim 1xx answer's headers).
+ * answer's first line (answer_reset, at the exchange's start and after
+ * an interim 1xx answer's headers, starts a block), when it is one:
+ * libcurl's file:// handler gives header lines and no status line.
  * Redirects are separate exchanges (route.c), libcurl asks for no
  * credentials of its own (Basic only) and hides a proxy's CONNECT
  * answer, so no other answer comes first.  Any later line is a header
@@ -137,9 +138,12 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   char line[1024];
   char *v, *end;
   size_t vlen;
+  bool first;
 
   if (len == 0 || (len <= 2 && (data[0] == '\r' || data[0] == '\n')))
     return headers_end (x) ? len : 0;
+  first = !x->a.in_block;
+  x->a.in_block = true;
 
   /* Presigned URLs make Locations longer than other headers. */
   if (len >= 9 && strncasecmp (data, "location:", 9) == 0) {
@@ -160,8 +164,7 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     len--;
   line[len] = '\0';
 
-  /* The status line: the status is 0 until it comes. */
-  if (x->a.status == 0) {
+  if (first && strncmp (line, "HTTP/", 5) == 0) {
     ack_now (x);
     v = strchr (line, ' ');
     x->a.status = v ? strtol (v + 1, NULL, 10) : 0;

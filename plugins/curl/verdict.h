@@ -76,6 +76,7 @@ struct asked {
 
 struct answer {
   long status;                  /* 0 before a status line, and file:// */
+  bool in_block;                /* a line of this header block came */
   bool headers_done;            /* the last header block has ended */
   int64_t content_length;       /* -1 if none or unparsable */
   bool cl_seen, cr_seen;        /* Content-Length, Content-Range */
