@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test-curlpipe-upload-cut.sh: a server that reads 1 MiB of a 6 MiB body,
+# test-curlpipe-upload-cut.sh: a server that reads 1 MiB of a 64 MiB body,
 # answers 200 with a Content-Length ("ok\n") and closes without
 # "Connection: close" has cut the upload short.  Where a length was
 # promised (a regular file, --upload-size, -H 'Content-Length: N'),
@@ -16,7 +16,10 @@ requires_curlpipe
 
 start_raw_server
 url=http://127.0.0.1:$raw_port/read-1m
-size=$((6 * 1024 * 1024))
+# Larger than what loopback's socket buffers can take in (tcp_rmem's
+# and tcp_wmem's largest, 32 and 4 MiB on Debian): with 6 MiB, a slow
+# server let every byte reach the buffers before it closed.
+size=$((64 * 1024 * 1024))
 make_random_file "$tmp/in" "$size"
 shown=${url//./\\.}
 cut_msg="^curlpipe: $shown: the server answered before the whole body was"
