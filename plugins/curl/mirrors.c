@@ -69,6 +69,18 @@ add_mirror (struct source *s, const char *url, const struct origin *home)
     nbdkit_error ("mirror: %s: no host", s->shown);
     return -1;
   }
+  /* As for a redirect from https to http: the bytes of a plain-http
+   * mirror, and the digest header that proves it, could be changed by
+   * anyone on the path, where url= was asked for over TLS.
+   */
+  if (strcasecmp (home->scheme, "https") == 0 &&
+      strcasecmp (s->origin.scheme, "https") != 0 &&
+      !cfg.insecure_redirect) {
+    nbdkit_error ("mirror: %s: url= is https, this mirror is not: its "
+                  "bytes would travel unencrypted and unauthenticated "
+                  "(insecure-redirect=true allows it)", s->shown);
+    return -1;
+  }
   s->url = url;
   s->home = *home;
   /* With url-script the secrets belong to the origin of the URL that

@@ -52,7 +52,9 @@
 #      copy: the TLS handshakes of the reads' connections to it never
 #      end, and its reads are asked of url= long before timeout=.
 #  (h) Bad values: a mirror that is a file: URL or not a URL, mirror=
-#      with a file: url=, and a writable connection with mirrors.
+#      with a file: url=, a writable connection with mirrors, and a
+#      plain-http mirror of an https url= (taken with
+#      insecure-redirect=true).
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -470,3 +472,12 @@ start_nbdkit h4 "$PLUGIN" "$url" "mirror=$m1_url" "$ca"
 stop_nbdkit h4
 grep -q "mirror= needs a read-only export" "$tmp/h4.err" ||
   fail "(h) no message for the writable connection"
+plain=http://127.0.0.1:$(free_port)/disk.img
+expect_nbdkit_fails h5 -r "$PLUGIN" "$url" "mirror=$plain" "$ca"
+grep -q "mirror: $plain: url= is https, this mirror is not" "$tmp/h5.err" ||
+  fail "(h) a plain-http mirror of an https url= was not refused"
+start_nbdkit h6 -r "$PLUGIN" "$url" "mirror=$plain" "$ca" \
+             insecure-redirect=true
+nbdsh -u "$uri" -c 'h.pread(1, 0)' ||
+  fail "(h) insecure-redirect=true: a plain-http mirror was refused"
+stop_nbdkit h6
