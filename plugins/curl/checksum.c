@@ -70,8 +70,7 @@ static struct {
   bool hashing;                 /* a read is hashing, without the lock */
   struct ranges read;           /* read past the frontier */
   struct ranges spilled;        /* ... and in the spill file */
-  struct ranges unpinned;       /* ... neither, while a source that may
-                                   serve reads was not pinned */
+  struct ranges unverifiable;   /* ... neither, nor digested (served.c) */
   int fd;                       /* the spill file, -1 before, -2 none */
   uint64_t reread;              /* bytes read a second time */
   const char *why;              /* SUM_BAD: what later reads say */
@@ -202,27 +201,35 @@ below_size_limit (uint64_t end)
   return false;
 }
 
-/* buf's bytes past the frontier into the spill file, if it has room. */
-static void
+/* buf's bytes past the frontier into the spill file, if it has room:
+ * false if they are not there.
+ */
+static bool
 spill_locked (const char *buf, uint64_t offset, uint32_t count)
 {
   uint64_t skip = sum.frontier > offset ? sum.frontier - offset : 0;
   uint64_t start = offset + skip, len = count - skip;
 
-  if (skip >= count || total (&sum.spilled) + len > SPILL_MAX ||
+  if (skip >= count)
+    return true;
+  if (total (&sum.spilled) + len > SPILL_MAX ||
       !spill_file_locked () || !below_size_limit (start + len))
-    return;
+    return false;
   if (pwrite (sum.fd, buf + skip, len, start) != (ssize_t) len) {
     nbdkit_debug ("checksum: spill file: %m: read again at the end");
-    return;
+    return false;
   }
-  (void) note (&sum.spilled, start, start + len, false);
+  return note (&sum.spilled, start, start + len, false);
 }
 
+/* The hasher: the object's bytes [pos, pos + len) into the digest,
+ * and compared with those served for them, if kept.
+ */
 static void
-hash (const void *data, size_t len)
+hash (const char *data, size_t len, uint64_t pos)
 {
   EVP_DigestUpdate (sum.ctx, data, len);
+  served_hash (data, len, pos);
 }
 
 /* The hasher: [start, end) of the spill file hashed, and [first, end)
@@ -244,12 +251,50 @@ hash_spilled (uint64_t first, uint64_t start, uint64_t end)
         errno = EIO;            /* short: the file lost bytes */
       return pos;
     }
-    hash (sum.piece, n);
+    hash (sum.piece, n, pos);
     pos += n;
   }
   fallocate (sum.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
              first, end - first);
   return end;
+}
+
+/* The hasher, lock held: if bytes hashed differ from those a read
+ * returned for the same range, the object changed while it was read
+ * (a pin proves no bytes: nginx's ETag is the file's mtime and size).
+ */
+static void
+compared_locked (void)
+{
+  uint64_t start, end;
+
+  if (!served_differ (&start, &end) || sum.state != SUM_RUNNING)
+    return;
+  sum.state = SUM_BAD;
+  sum.why = "could not be verified: the object changed while it was read";
+  nbdkit_error ("checksum: bytes %" PRIu64 "-%" PRIu64 " read again differ "
+                "from the bytes served before for them: the object changed "
+                "while it was read.  Every read fails from now on",
+                start, end - 1);
+}
+
+/* Bytes from pos on were neither hashed as served, nor spilled, nor
+ * digested as served: the digest cannot say what the client got.
+ */
+static void
+unverified_locked (uint64_t pos)
+{
+  sum.state = SUM_BAD;
+  sum.why = "could not be verified";
+  nbdkit_error ("checksum: bytes from %" PRIu64 " on could not be "
+                "verified: they were neither hashed as served, nor kept "
+                "in the spill file, nor kept as a digest of what was "
+                "served (over %d such reads ahead of the digest, or the "
+                "spill file could not be read back), so reading them "
+                "again proves nothing of what the client got.  Every "
+                "read fails from now on; give nbdkit a TMPDIR with room "
+                "for a spill file of the object's size (up to 1 GiB "
+                "ahead of the digest)", pos, served_max ());
 }
 
 /* The hasher, lock held: the spilled ranges the frontier reached,
@@ -272,20 +317,28 @@ drain_locked (void)
       continue;
     }
     sum.frontier = g.end;
+    served_reach (g.end);
     pthread_mutex_unlock (&sum.lock);
     reached = hash_spilled (g.start, from, g.end);
     pthread_mutex_lock (&sum.lock);
     if (reached < g.end) {
+      /* The client's bytes are lost: read again, they prove nothing. */
       nbdkit_debug ("checksum: the spill file could not be read back "
-                    "(%m): what it holds is read again instead");
+                    "(%m): what it holds is read again instead, and "
+                    "cannot be verified");
       sum.frontier = reached;
       (void) note (&sum.read, reached, g.end, true);
-      sum.spilled.n = 0;
+      (void) note (&sum.unverifiable, reached, g.end, true);
+      while (sum.spilled.n > 0) {
+        g = sum.spilled.r[--sum.spilled.n];
+        (void) note (&sum.unverifiable, g.start, g.end, true);
+      }
       close (sum.fd);
       sum.fd = -2;
     }
   }
   trim (&sum.read, sum.frontier);
+  compared_locked ();
 }
 
 /* Whether every byte of the object has been read. */
@@ -305,6 +358,11 @@ verdict_locked (void)
   char got_hex[2 * EVP_MAX_MD_SIZE + 1], want_hex[sizeof got_hex];
   unsigned n = 0;
 
+  if (sum.unverifiable.n > 0 || !served_all_compared ()) {
+    unverified_locked (sum.unverifiable.n > 0 ? sum.unverifiable.r[0].start
+                       : 0);
+    return;
+  }
   EVP_DigestFinal_ex (sum.ctx, got, &n);
   if (n == wanted.len && memcmp (got, wanted.digest, n) == 0) {
     sum.state = SUM_GOOD;
@@ -339,32 +397,25 @@ catch_up_locked (void)
     uint32_t n = min64 (next - pos, PIECE);
     int r;
 
-    if (!remote_reads_pinned () || overlaps (&sum.unpinned, pos, pos + n)) {
-      sum.state = SUM_BAD;
-      sum.why = "could not be verified";
-      nbdkit_error ("checksum: bytes from %" PRIu64 " on could not be "
-                    "verified: they were neither hashed as served nor kept "
-                    "in the spill file, and a source that served them is "
-                    "not pinned to one version (no validator, "
-                    "pin-object=false, or a writable connection), so "
-                    "reading them again proves nothing of what the client "
-                    "got.  Every read fails from now on; give nbdkit a "
-                    "TMPDIR with room for a spill file of the object's "
-                    "size (up to 1 GiB ahead of the digest)", pos);
+    if (overlaps (&sum.unverifiable, pos, pos + n)) {
+      unverified_locked (pos);
       return -1;
     }
+    /* Reads that come meanwhile keep no digest of these bytes. */
+    sum.frontier = pos + n;
+    served_reach (pos + n);
     pthread_mutex_unlock (&sum.lock);
     r = prefetch_pread (sum.piece, n, pos);
     if (r == 0)
-      hash (sum.piece, n);
+      hash (sum.piece, n, pos);
     pthread_mutex_lock (&sum.lock);
     if (r == -1) {
       nbdkit_error ("checksum: bytes %" PRIu64 "-%" PRIu64 " could not be "
                     "read again for the digest", pos, pos + n - 1);
+      sum.frontier = pos;
       return -1;
     }
     sum.reread += n;
-    sum.frontier = pos + n;
   }
   return 0;
 }
@@ -383,8 +434,9 @@ hash_on_locked (const char *buf, uint64_t offset, uint64_t end)
   sum.hashing = true;
   if (buf != NULL && offset <= from && end > from) {
     sum.frontier = end;
+    served_reach (end);
     pthread_mutex_unlock (&sum.lock);
-    hash (buf + (from - offset), end - from);
+    hash (buf + (from - offset), end - from, from);
     pthread_mutex_lock (&sum.lock);
   }
   drain_locked ();
@@ -419,16 +471,12 @@ checksum_read (const void *buf, uint32_t count, uint64_t offset)
     (void) note (&sum.read, start, end, true);
     if (!sum.hashing && offset <= sum.frontier)
       r = hash_on_locked (buf, offset, end);
-    /* Bytes not hashed as served are read again at the end if they
-     * could not be spilled (or the spill file cannot be read back),
-     * which proves nothing of these if their source was not pinned.
-     * Noted whole when the list is full: more is refused, never less.
+    /* Bytes that could not be spilled are read again at the end and
+     * compared with a digest of these.
      */
-    else {
-      spill_locked (buf, offset, count);
-      if (!remote_reads_pinned ())
-        (void) note (&sum.unpinned, start, end, true);
-    }
+    else if (!spill_locked (buf, offset, count))
+      if (!served_keep ((const char *) buf + (start - offset), start, end))
+        (void) note (&sum.unverifiable, start, end, true);
   }
   /* The read that completed the object, if nobody hashes: what is left
    * (a catch-up that failed before is tried again).
@@ -475,6 +523,7 @@ checksum_unload (void)
   sum.fd = -1;
   EVP_MD_CTX_free (sum.ctx);
   sum.ctx = NULL;
+  served_free ();
   free (sum.piece);
   sum.piece = NULL;
 }

@@ -420,6 +420,16 @@ extern void digest_hex (const unsigned char *d, unsigned n, char *out);
 extern int checksum_ready (void);
 extern int checksum_read (const void *buf, uint32_t count, uint64_t offset);
 extern void checksum_unload (void);
+/* served.c: checksum='s fallback, digests of bytes served that the
+ * spill file could not keep, compared when they are hashed again.
+ */
+extern bool served_keep (const char *buf, uint64_t start, uint64_t end);
+extern void served_reach (uint64_t to);
+extern void served_hash (const char *data, size_t len, uint64_t pos);
+extern bool served_differ (uint64_t *start, uint64_t *end);
+extern bool served_all_compared (void);
+extern unsigned served_max (void);
+extern void served_free (void);
 extern int prefetch_cache (struct ra_client *cl, uint32_t count,
                            uint64_t offset);
 extern void prefetch_invalidate (uint32_t count, uint64_t offset);
