@@ -151,18 +151,6 @@ total (const struct ranges *l)
   return bytes;
 }
 
-/* Whether any range of l meets [start, end). */
-static bool
-overlaps (const struct ranges *l, uint64_t start, uint64_t end)
-{
-  unsigned i;
-
-  for (i = 0; i < l->n; i++)
-    if (l->r[i].start < end && l->r[i].end > start)
-      return true;
-  return false;
-}
-
 /* The spill file, made at the first need: false if there is none. */
 static bool
 spill_file_locked (void)
@@ -278,12 +266,15 @@ compared_locked (void)
                 start, end - 1);
 }
 
-/* Bytes from pos on were neither hashed as served, nor spilled, nor
- * digested as served: the digest cannot say what the client got.
+/* Bytes were neither hashed as served, nor spilled, nor digested as
+ * served (sum.unverifiable, else one that served.c missed): the digest
+ * cannot say what the client got.
  */
 static void
-unverified_locked (uint64_t pos)
+unverified_locked (void)
 {
+  uint64_t pos = sum.unverifiable.n > 0 ? sum.unverifiable.r[0].start : 0;
+
   sum.state = SUM_BAD;
   sum.why = "could not be verified";
   nbdkit_error ("checksum: bytes from %" PRIu64 " on could not be "
@@ -359,8 +350,7 @@ verdict_locked (void)
   unsigned n = 0;
 
   if (sum.unverifiable.n > 0 || !served_all_compared ()) {
-    unverified_locked (sum.unverifiable.n > 0 ? sum.unverifiable.r[0].start
-                       : 0);
+    unverified_locked ();
     return;
   }
   EVP_DigestFinal_ex (sum.ctx, got, &n);
@@ -397,8 +387,8 @@ catch_up_locked (void)
     uint32_t n = min64 (next - pos, PIECE);
     int r;
 
-    if (overlaps (&sum.unverifiable, pos, pos + n)) {
-      unverified_locked (pos);
+    if (sum.unverifiable.n > 0) {     /* no use reading again */
+      unverified_locked ();
       return -1;
     }
     /* Reads that come meanwhile keep no digest of these bytes. */
