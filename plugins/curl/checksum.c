@@ -16,18 +16,25 @@
  * frees its blocks again.  nbdcopy splits an image among its workers in
  * regions of 128 MiB and reads them at once: all but the first go to
  * the spill file, up to SPILL_MAX at a time.  What could not be spilled
- * (the file is full, cannot be made, or would pass ulimit -f) is only
- * noted as read.  Once every byte has been read at least once, the read
- * that completed it reads again, in order, whatever is neither hashed
- * nor spilled, and compares.  That proves what the client got only if
- * every source that served those bytes was pinned to one version: what
- * was read while one that may serve was not is noted too, and reading
- * it again fails the digest instead.  A mismatch fails that read and
- * every read after it, and says so; a client that never reads every
- * byte gets no verdict (said at unload with -v).
+ * (the file is full, cannot be made, or would pass ulimit -f) keeps the
+ * SHA-256 of the bytes the read returned (served.c).  Once every byte
+ * has been read at least once, the read that completed it reads again,
+ * in order, whatever is neither hashed nor spilled; whichever way the
+ * frontier hashes a range that kept a digest, the bytes hashed for it
+ * must have that digest, or the object changed while it was read (a
+ * pin proves no bytes: nginx's ETag survives a cp -p of another
+ * version).  Those bytes cost three passes (the digest kept, the
+ * digest compared, the object's) and a second read.  Past served.c's
+ * cap, or when the spill file cannot be read back, bytes are noted as
+ * unverifiable, and the verdict says so instead of a match.  A
+ * mismatch fails that read and every read after it, and says so; a
+ * client that never reads every byte gets no verdict (said at unload
+ * with -v).
  *
  * One read at a time hashes (sum.hashing): it does so without the
- * lock, so that other reads only spill their bytes and go on.
+ * lock, so that other reads only spill their bytes and go on.  A read
+ * that cannot spill takes its digest under the lock, so that the
+ * frontier cannot pass its range before the digest is kept.
  */
 
 #include <config.h>
