@@ -49,6 +49,7 @@ struct check {
 
 static struct served *heap;     /* not reached yet: a min-heap on start */
 static unsigned nheap, heap_alloc;
+static unsigned kept;           /* ranges kept in all (under the lock) */
 static struct check *open_;     /* reached, not compared yet */
 static unsigned nopen, open_alloc;
 static struct served differ;    /* the first that differs (end 0: none) */
@@ -72,7 +73,9 @@ grow (void **a, unsigned n, unsigned *alloc, size_t size)
 }
 
 /* buf, the client's bytes [start, end): their digest kept.  False past
- * SERVED_MAX ranges (or out of memory): nothing will verify them.
+ * SERVED_MAX ranges kept in all (or out of memory): nothing will verify
+ * them.  Counted apart from the heap and the open list, which the
+ * hasher empties without the lock.
  */
 bool
 served_keep (const char *buf, uint64_t start, uint64_t end)
@@ -81,12 +84,13 @@ served_keep (const char *buf, uint64_t start, uint64_t end)
   void *p = heap;
   unsigned i;
 
-  if (nheap + nopen >= SERVED_MAX ||
+  if (kept >= SERVED_MAX ||
       !grow (&p, nheap, &heap_alloc, sizeof heap[0]))
     return false;
   heap = p;
   if (EVP_Digest (buf, end - start, v.md, NULL, EVP_sha256 (), NULL) != 1)
     return false;
+  kept++;
   for (i = nheap++; i > 0 && heap[(i - 1) / 2].start > start;
        i = (i - 1) / 2)
     heap[i] = heap[(i - 1) / 2];
@@ -212,5 +216,5 @@ served_free (void)
   open_alloc = 0;
   free (heap);
   heap = NULL;
-  nheap = heap_alloc = 0;
+  nheap = heap_alloc = kept = 0;
 }
