@@ -125,7 +125,8 @@ make_random_file "$tmp/www/small.img" $((n + 1))
 TMPDIR=$tmp/no-such-dir start_nbdkit 5 -r "$PLUGIN" "$base/small.img" \
   "checksum=sha256:$(sha "$tmp/www/small.img")"
 t0=$EPOCHREALTIME
-N=$n nbdsh -u "$uri" -c '
+# Some 20 s; a sanitizer build takes several times longer.
+N=$n client_timeout=300 nbdsh -u "$uri" -c '
 import os
 n = int(os.environ["N"])
 k = 1
