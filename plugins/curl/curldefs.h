@@ -219,8 +219,6 @@ extern bool remote_stopping (void);
 extern void remote_unpin (void);
 extern bool remote_pin (struct pin *pin);
 extern bool remote_pin_found (struct pin *pin);
-extern void remote_mirror_unpinned (void);
-extern bool remote_reads_pinned (void);
 extern bool remote_pin_of (const struct object_info *info, struct pin *p,
                            char *header, size_t size);
 extern void remote_plugin_thread (void);

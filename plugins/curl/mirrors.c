@@ -251,8 +251,6 @@ probe_new (struct source *s, struct conn *c)
     s->pin.digest = s->pin_digest;
     s->pinned = true;
   }
-  if (!s->pinned)
-    remote_mirror_unpinned ();
   nbdkit_debug ("mirror %s: the same object (%s)%s: in use", s->shown,
                 proof_name (p), !s->pinned ? ""
                 : p == PROOF_ETAG ? ", reads pinned"

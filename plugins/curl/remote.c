@@ -210,30 +210,6 @@ remote_pin_found (struct pin *p)
   return pin_effective;
 }
 
-/* A mirror whose reads are not pinned (pin-object=false) is put in
- * use: set before it serves, never unset.
- */
-static bool mirror_unpinned;
-
-void
-remote_mirror_unpinned (void)
-{
-  __atomic_store_n (&mirror_unpinned, true, __ATOMIC_SEQ_CST);
-}
-
-/* Whether every source that may serve a read now is pinned to the
- * version the probe found, url= and each mirror in use: only then do
- * bytes read again prove those served (checksum.c).
- */
-bool
-remote_reads_pinned (void)
-{
-  LOCK_FOR_SCOPE (&pin_lock);
-
-  return pinned && pin_effective &&
-    !__atomic_load_n (&mirror_unpinned, __ATOMIC_SEQ_CST);
-}
-
 /* libcurl's file:// handler reads one range only. */
 bool
 remote_multirange (void)
