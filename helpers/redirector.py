@@ -5,8 +5,9 @@
 # request, so a test changes its behaviour by creating or removing them:
 #
 #   target   the Location's base URL (required before the first request)
-#   sign     "SECRET LIFE": append Expires=now+LIFE and md5= as nginx's
-#            secure_link_md5 "$secure_link_expires$uri SECRET" checks
+#   sign     "SECRET LIFE [NAME]": append Expires=now+LIFE and NAME=
+#            (default md5=) as nginx's secure_link_md5
+#            "$secure_link_expires$uri SECRET" checks
 #   tokens   append token=N, a new N per answer (single-use links)
 #   hang     read the request and never answer, while the file exists
 #            (at most 60 s), then close the connection
@@ -90,13 +91,13 @@ class Redirector(http.server.BaseHTTPRequestHandler):
         loc, query = read("target"), []
         sign = read("sign")
         if sign is not None:
-            secret, life = sign.split()
+            secret, life, name = (sign.split() + ["md5"])[:3]
             expires = int(time.time()) + int(life)
             path = re.sub(r"^[a-z]+://[^/]*", "", loc)
             text = "%d%s %s" % (expires, path, secret)
             sig = base64.urlsafe_b64encode(hashlib.md5(text.encode()).digest())
             query += ["Expires=%d" % expires,
-                      "md5=" + sig.decode().rstrip("=")]
+                      name + "=" + sig.decode().rstrip("=")]
         if read("tokens") is not None:
             with lock:
                 next_token[0] += 1

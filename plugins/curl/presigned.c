@@ -136,17 +136,137 @@ redirect_expiry (const char *url)
   return -1;
 }
 
+/* The query parameters that only sign or time a presigned URL: a
+ * renewal changes them, while the others name the object (S3's
+ * versionId, GCS's generation, Azure's snapshot and versionid, an
+ * application's own ?file=) and must stay.  Names match whatever their
+ * case, as redirect_expiry reads them.  Only the signers' own names: a
+ * parameter left out that named the object would let a renewal land
+ * on another object unseen, one kept that only signs fails a read.
+ */
+static const struct {
+  const char *name;
+  bool prefix;                  /* any name that starts so */
+} signing_params[] = {
+  /* AWS S3 SigV4 and its kin: X-Amz-Algorithm, -Credential, -Date,
+   * -Expires, -SignedHeaders, -Security-Token, -Signature.
+   */
+  { "X-Amz-", true },
+  /* Google Cloud Storage V4 signed URLs: the same, as X-Goog-. */
+  { "X-Goog-", true },
+  /* S3's older query signature (AWSAccessKeyId, Expires, Signature),
+   * and CloudFront's canned and custom policies (Expires or Policy,
+   * Signature, Key-Pair-Id).
+   */
+  { "AWSAccessKeyId", false }, { "Expires", false },
+  { "Signature", false }, { "Key-Pair-Id", false }, { "Policy", false },
+  /* Azure's shared access signatures: version, services, resource
+   * types, permissions, expiry, start, protocol, signature, resource,
+   * stored policy, the user delegation key's fields, directory depth.
+   */
+  { "sv", false }, { "ss", false }, { "srt", false }, { "sp", false },
+  { "se", false }, { "st", false }, { "spr", false }, { "sig", false },
+  { "sr", false }, { "si", false }, { "skoid", false },
+  { "sktid", false }, { "skt", false }, { "ske", false },
+  { "sks", false }, { "skv", false }, { "sdd", false },
+};
+
+/* Whether the query parameter named name (len bytes, not a string)
+ * only signs or times a URL (signing_params): what may differ between
+ * two presigned URLs of the same object.
+ */
+bool
+redirect_param_only_signs (const char *name, size_t len)
+{
+  size_t i, n;
+
+  for (i = 0; i < sizeof signing_params / sizeof signing_params[0]; i++) {
+    n = strlen (signing_params[i].name);
+    if ((signing_params[i].prefix ? len > n : len == n) &&
+        strncasecmp (name, signing_params[i].name, n) == 0)
+      return true;
+  }
+  return false;
+}
+
+/* One query parameter: "name=value" (or "name"), len bytes at p. */
+struct param {
+  const char *p;
+  size_t len;
+};
+
+static int
+compare_params (const void *va, const void *vb)
+{
+  const struct param *a = va, *b = vb;
+  int c = memcmp (a->p, b->p, a->len < b->len ? a->len : b->len);
+
+  return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/* The parameters of url's query that may name its object (all but
+ * those that only sign it), sorted, so that two lists compare as
+ * multisets: into *out (to free) and *count.  False if out of memory.
+ */
+static bool
+object_params (const char *url, struct param **out, size_t *count)
+{
+  const char *p = url + strcspn (url, "?#"), *end;
+  size_t max = 1, n = 0, name;
+  struct param *v;
+
+  *out = NULL;
+  *count = 0;
+  if (*p != '?')
+    return true;
+  p++;
+  for (end = p; *end != '\0' && *end != '#'; end++)
+    max += *end == '&';
+  v = malloc (max * sizeof *v);
+  if (v == NULL)
+    return false;
+  for (;;) {
+    end = p + strcspn (p, "&#");
+    name = strcspn (p, "=&#");
+    if (end > p && !redirect_param_only_signs (p, name))
+      v[n++] = (struct param) { .p = p, .len = end - p };
+    if (*end != '&')
+      break;
+    p = end + 1;
+  }
+  qsort (v, n, sizeof *v, compare_params);
+  *out = v;
+  *count = n;
+  return true;
+}
+
 /* Whether two chain ends are the same target: the same URL or, for
  * presigned URLs (both carry an expiry: redirect_expiry), the same URL
- * up to its query, which holds the signature and its time.
+ * up to its query (scheme, host, port, path), and the same query
+ * parameters, each as often, in any order, once those that only sign or
+ * time a URL are left out (redirect_param_only_signs): the others may
+ * name the object (S3's versionId=), and another value is another
+ * object.  The fragment is never sent.  Out of memory: not the same,
+ * which fails a read rather than risk another object's bytes.
  */
 bool
 redirect_same_target (const char *a, const char *b)
 {
-  size_t n = strcspn (a, "?#");
+  size_t n = strcspn (a, "?#"), na, nb, i;
+  struct param *pa = NULL, *pb = NULL;
+  bool same;
 
   if (strcmp (a, b) == 0)
     return true;
-  return redirect_expiry (a) >= 0 && redirect_expiry (b) >= 0 &&
-    strcspn (b, "?#") == n && strncmp (a, b, n) == 0;
+  if (redirect_expiry (a) < 0 || redirect_expiry (b) < 0 ||
+      strcspn (b, "?#") != n || strncmp (a, b, n) != 0)
+    return false;
+  same = object_params (a, &pa, &na) && object_params (b, &pb, &nb) &&
+    na == nb;
+  for (i = 0; same && i < na; i++)
+    same = pa[i].len == pb[i].len &&
+      memcmp (pa[i].p, pb[i].p, pa[i].len) == 0;
+  free (pa);
+  free (pb);
+  return same;
 }

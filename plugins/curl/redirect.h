@@ -65,6 +65,7 @@ extern void redirect_target_release (int64_t now);
 extern bool redirect_target_failed (unsigned gen);
 extern void redirect_target_served (unsigned gen);
 extern bool redirect_target_given (unsigned given);
+extern bool redirect_param_only_signs (const char *name, size_t len);
 extern bool redirect_same_target (const char *a, const char *b);
 extern char *redirect_target_last (void);
 extern void redirect_unload (void);

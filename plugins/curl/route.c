@@ -153,7 +153,9 @@ uses_target (const struct xfer *x)
  * the object was read through another end before, and nothing pins it
  * (no strong ETag or Last-Modified that the server checks in a
  * precondition and the answers show), so bytes from landed cannot be
- * shown to be the same object's.  Reported here.
+ * shown to be the same object's.  Reported here.  Messages show URLs
+ * without their query (a secret), so two ends that differ only there
+ * are said to.
  */
 static bool
 lands_elsewhere (struct xfer *x, const char *landed)
@@ -162,19 +164,23 @@ lands_elsewhere (struct xfer *x, const char *landed)
   CLEANUP_FREE char *now_at = NULL;
   CLEANUP_FREE char *then_at = NULL;
   struct pin p;
+  bool same_path;
 
   if (was == NULL || redirect_same_target (was, landed) ||
       (remote_pin (&p) && p.header[0] != '\0'))
     return false;
   now_at = shown_url (landed);
   then_at = shown_url (was);
+  same_path = now_at && then_at && strcmp (now_at, then_at) == 0;
   nbdkit_error ("%s: %s: its redirect chain, followed again, ends at %s, "
-                "not at %s, which the reads came from: nothing pins the "
+                "not at %s, which the reads came from%s: nothing pins the "
                 "object (no strong ETag or Last-Modified that the server "
                 "checks), so another target cannot be shown to hold the "
                 "same one", x->what, cfg.shown_url,
                 now_at ? now_at : "(out of memory)",
-                then_at ? then_at : "(out of memory)");
+                then_at ? then_at : "(out of memory)",
+                same_path ? " (the same path, but query parameters other "
+                "than those that only sign or time a URL differ)" : "");
   x->v = VERDICT_REFUSED;
   x->reported = true;
   return true;

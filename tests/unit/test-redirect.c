@@ -252,7 +252,6 @@ static void
 renewals (void)
 {
   struct target t, u;
-  unsigned i;
 
   redirect_target_set ("https://cdn.example/disk.img?Expires=1100", false,
                        &home, 1000, 0);
@@ -294,6 +293,121 @@ renewals (void)
                                 "https://a.example/xy?Expires=1"),
          "a longer path");
 
+  redirect_unload ();
+}
+
+/* Which chain ends are the same target: the query names the object
+ * (S3's versionId, GCS's generation, Azure's snapshot, an application's
+ * own parameters), only what signs or times a URL may differ.
+ */
+static void
+same_targets (void)
+{
+  static const struct {
+    bool same;
+    const char *a, *b, *what;
+  } pairs[] = {
+    { false, "https://b.example/obj?versionId=v1&Expires=9&Signature=s1",
+      "https://b.example/obj?versionId=v2&Expires=9&Signature=s2",
+      "S3: another versionId is another object" },
+    { true, "https://b.example/obj?versionId=v1&Expires=9&Signature=s1"
+      "&AWSAccessKeyId=K",
+      "https://b.example/obj?versionId=v1&Expires=10&Signature=s2"
+      "&AWSAccessKeyId=K2",
+      "S3's older signature: only the signature and expiry differ" },
+    { true, "https://b.example/obj?versionId=v1&X-Amz-Algorithm=A"
+      "&X-Amz-Credential=c1&X-Amz-Date=20261205T000000Z&X-Amz-Expires=60"
+      "&X-Amz-SignedHeaders=host&X-Amz-Signature=s1",
+      "https://b.example/obj?versionId=v1&x-amz-algorithm=A"
+      "&X-Amz-Credential=c2&X-Amz-Date=20261205T001000Z&X-Amz-Expires=90"
+      "&X-Amz-Security-Token=t&X-AMZ-SignedHeaders=host&X-Amz-Signature=s2",
+      "S3 SigV4: X-Amz-* in any case left out" },
+    { false, "https://g.example/b/o?generation=1&X-Goog-Date=20261205T000000Z"
+      "&X-Goog-Expires=60&X-Goog-Signature=s1",
+      "https://g.example/b/o?generation=2&X-Goog-Date=20261205T000000Z"
+      "&X-Goog-Expires=60&X-Goog-Signature=s1",
+      "GCS: another generation is another object" },
+    { true, "https://g.example/b/o?generation=1&X-Goog-Date=20261205T000000Z"
+      "&X-Goog-Expires=60&X-Goog-Signature=s1",
+      "https://g.example/b/o?X-Goog-Date=20261205T001000Z&generation=1"
+      "&X-Goog-Expires=600&X-Goog-Signature=s2",
+      "GCS: only X-Goog-* differ" },
+    { false, "https://z.example/c/b?snapshot=2026-01-01&sv=1&sr=b"
+      "&se=2026-12-05T10:00:00Z&sp=r&sig=s1",
+      "https://z.example/c/b?snapshot=2026-02-01&sv=1&sr=b"
+      "&se=2026-12-05T10:00:00Z&sp=r&sig=s1",
+      "Azure: another snapshot is another object" },
+    { true, "https://z.example/c/b?snapshot=2026-01-01&sv=1&ss=b&srt=o"
+      "&sp=r&se=2026-12-05T10:00:00Z&st=2026-12-05T09:00:00Z&spr=https"
+      "&sig=s1&sr=b&si=p&skoid=1&sktid=2&skt=3&ske=4&sks=b&skv=5&sdd=1",
+      "https://z.example/c/b?snapshot=2026-01-01&sv=2&sig=s2"
+      "&se=2026-12-05T11:00:00Z",
+      "Azure: only SAS parameters differ" },
+    { false, "https://z.example/c/b?versionid=1&se=2026-12-05T10:00:00Z"
+      "&sig=s1",
+      "https://z.example/c/b?versionid=2&se=2026-12-05T10:00:00Z&sig=s1",
+      "Azure: another versionid is another object" },
+    { true, "https://cf.example/o?Expires=9&Signature=s1&Key-Pair-Id=k1",
+      "https://cf.example/o?Policy=p&Signature=s2&Key-Pair-Id=k2&Expires=9",
+      "CloudFront: Expires, Signature, Policy, Key-Pair-Id left out" },
+    { false, "https://a.example/get?file=a&Expires=9&Signature=s",
+      "https://a.example/get?file=b&Expires=9&Signature=s",
+      "an application's ?file= names the object" },
+    { true, "https://a.example/get?file=a&part=2&Expires=9",
+      "https://a.example/get?part=2&Expires=10&file=a",
+      "the order of the parameters does not matter" },
+    { false, "https://a.example/get?file=a&file=a&Expires=9",
+      "https://a.example/get?file=a&Expires=10",
+      "a parameter given twice counts twice" },
+    { true, "https://a.example/get?file=a&file=b&Expires=9",
+      "https://a.example/get?file=b&Expires=10&file=a",
+      "the same parameters twice, in another order" },
+    { false, "https://a.example/x?Expires=9&md5=a",
+      "https://a.example/x?Expires=10&md5=b",
+      "a parameter not known to sign is compared (nginx's md5=)" },
+    { false, "https://a.example/x?Expires=9&sig2=a",
+      "https://a.example/x?Expires=9&sig2=b",
+      "a name that only starts as a signing one is compared" },
+    { false, "https://a.example/x?Expires=9&file=a",
+      "https://a.example/x?file=a",
+      "presigned and not: only the same URL is the same" },
+    { false, "https://a.example/x?Expires=9", "https://b.example/x?Expires=9",
+      "another host" },
+    { false, "https://a.example/x?Expires=9",
+      "https://a.example:8443/x?Expires=9", "another port" },
+    { false, "https://a.example/x?Expires=9", "http://a.example/x?Expires=9",
+      "another scheme" },
+    { true, "https://a.example/x?Expires=9#one",
+      "https://a.example/x?Expires=10#two",
+      "the fragment is never sent" },
+  };
+  size_t i;
+
+  for (i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+    CHECK (redirect_same_target (pairs[i].a, pairs[i].b) == pairs[i].same,
+           pairs[i].what);
+    CHECK (redirect_same_target (pairs[i].b, pairs[i].a) == pairs[i].same,
+           pairs[i].what);
+  }
+  CHECK (redirect_param_only_signs ("X-Amz-Signature", 15) &&
+         redirect_param_only_signs ("x-goog-date", 11) &&
+         redirect_param_only_signs ("se", 2) &&
+         redirect_param_only_signs ("sig=1", 3) &&
+         !redirect_param_only_signs ("snapshot", 8) &&
+         !redirect_param_only_signs ("versionId", 9) &&
+         !redirect_param_only_signs ("generation", 10) &&
+         !redirect_param_only_signs ("s", 1) &&
+         !redirect_param_only_signs ("X-Amz-", 5),
+         "the parameters that only sign or time a URL");
+}
+
+/* url-script's new URL; targets that keep failing. */
+static void
+targets_dropped (void)
+{
+  struct target t, u;
+  unsigned i;
+
   /* url-script printed another URL: the target is dropped. */
   redirect_target_set ("https://cdn.example/a.img", false, &home, 1000, 4);
   CHECK (!redirect_target_given (4), "the same run's URL: kept");
@@ -333,6 +447,8 @@ main (void)
   expiries ();
   targets ();
   renewals ();
+  same_targets ();
+  targets_dropped ();
   fprintf (stderr, "test-redirect: %u cases, %u failed\n", cases, failures);
   return failures > 0;
 }
