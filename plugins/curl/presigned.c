@@ -5,8 +5,9 @@
  * Presigned URLs: what a URL's query says about the object it names
  * and about the URL itself, for redirect.c's remembered target and
  * url-script's URL: when it stops working (the expiry that S3, Google
- * Cloud Storage, CloudFront and Azure put in it), and whether two ends
- * of a redirect chain are the same target.  Text only: no I/O, no
+ * Cloud Storage, CloudFront and Azure put in it) and how long before
+ * that it is renewed, and whether two ends of a redirect chain are the
+ * same target.  Text only: no I/O, no
  * state, nothing of the plugin's parameters; declared in redirect.h,
  * so that tests/unit/test-redirect.c tries it with redirect.c.
  */
@@ -134,6 +135,26 @@ redirect_expiry (const char *url)
   if (query_param (url, "se", a, sizeof a))
     return parse_utc (a, false);
   return -1;
+}
+
+/* How long before its expiry a URL that lives life seconds is renewed,
+ * when a renewal may take up to slowest seconds (timeout=): a tenth of
+ * its life (at least a second, at most a minute), but at least twice
+ * slowest and a second, so that a renewal that takes all of it (the
+ * redirector accepts and never answers) ends while the old URL still
+ * works; at most half its life.
+ */
+int64_t
+redirect_renew_margin (int64_t life, unsigned slowest)
+{
+  int64_t m = life / 10, least = 2 * (int64_t) slowest + 1;
+
+  m = m < 1 ? 1 : m > 60 ? 60 : m;
+  if (m < least)
+    m = least;
+  if (m > life / 2)
+    m = life / 2;
+  return m < 1 ? 1 : m;
 }
 
 /* The query parameters that only sign or time a presigned URL: a

@@ -150,17 +150,6 @@ redirect_next (const struct redirect_rules *r, bool is_put, long status,
   return url;
 }
 
-/* Resolve again this long before a known expiry: a tenth of the URL's
- * life (from when it was found), at least a second, at most a minute.
- */
-static int64_t
-renew_margin (const struct target *t)
-{
-  int64_t m = (t->expires - t->found) / 10;
-
-  return m < 1 ? 1 : m > 60 ? 60 : m;
-}
-
 /* After SHORT_MAX targets in a row that stopped serving within
  * SHORT_READS reads none is remembered: with links good for a few uses
  * (single-use tokens) it is a detour that fails, url= each time is not.
@@ -168,8 +157,8 @@ renew_margin (const struct target *t)
 #define SHORT_READS 16
 #define SHORT_MAX 3
 
-/* The longest wait after a renewal before expiry failed (1 s, then
- * doubling): a redirector down is not asked once per read.
+/* The longest wait after a renewal failed (1 s, then doubling): a
+ * redirector down is not asked once per read.
  */
 #define BACKOFF_MAX 32
 
@@ -181,9 +170,27 @@ static bool resolving;           /* a request is finding a new one */
 static unsigned served;          /* reads the current target served */
 static unsigned short_lived;     /* short-lived targets in a row */
 static bool given_up;            /* none is remembered any more */
-static int64_t retry_at;         /* no renewal before expiry till then */
+static int64_t retry_at;         /* no renewal till then */
 static int64_t backoff;          /* seconds: the last wait, 0 if none */
 static char *last;               /* the last end reads came from, or NULL */
+static unsigned renew_secs;      /* the longest a renewal may take */
+/* Renewals ended so far, and whether the last one failed, and why: the
+ * requests that waited for it fail with it.
+ */
+static unsigned renewals;
+static bool renewal_failed;
+static char renewal_why[200];
+
+/* A renewal may take up to secs seconds (timeout=): it starts early
+ * enough before an expiry to end while the old target still serves.
+ */
+void
+redirect_renew_time (unsigned secs)
+{
+  LOCK_FOR_SCOPE (&lock);
+
+  renew_secs = secs;
+}
 
 /* The target serves: not failed, not expired. */
 static bool
@@ -193,49 +200,78 @@ valid_locked (int64_t now)
     (current.expires < 0 || now < current.expires);
 }
 
-/* It failed, or nears its expiry (and no back-off, or it expired). */
+/* It failed, or nears its expiry (redirect_renew_margin). */
 static bool
 due_locked (int64_t now)
 {
   return current.url != NULL &&
     (current.stale ||
-     (current.expires >= 0 && now >= current.expires -
-      renew_margin (&current) &&
-      (now >= retry_at || now >= current.expires)));
+     (current.expires >= 0 &&
+      now >= current.expires - redirect_renew_margin (current.expires -
+                                                      current.found,
+                                                      renew_secs)));
+}
+
+/* A copy of the target into *t (t->url NULL: url=). */
+static void
+copy_locked (struct target *t)
+{
+  *t = current;
+  t->url = current.url ? strdup (current.url) : NULL;
+  if (current.url != NULL && t->url == NULL)
+    t->stale = true;            /* out of memory: ask url= */
 }
 
 /* The target to send a request to: a copy into *t (t->url to free; NULL
- * means url=), its generation in t->gen.  When it is due for renewal,
- * the first caller to see it is told to resolve it (returns true: ask
- * url= and call redirect_target_set or _release; *t is the old target,
- * for a renewal before expiry that fails to fall back to).  Meanwhile
- * the others use the old target if it still serves, else wait: a
- * redirector that hangs or fails holds up one read, not all.  now is
- * seconds since the epoch.
+ * means url=), its generation in t->gen (CLAIM_USE).  When it is due
+ * for renewal, the first caller to see it is told to resolve it
+ * (CLAIM_RESOLVE: ask url= and call redirect_target_set or _release; *t
+ * is the old target, for a renewal before expiry that fails to fall
+ * back to), unless a renewal that failed backs off.  Meanwhile the
+ * others use the old target if it still serves, else wait for the
+ * renewal, and share its outcome: when it fails, they fail too
+ * (CLAIM_FAILED, its error in why), and so does a request that comes
+ * while the target cannot serve and the back-off runs.  So a redirector
+ * that hangs or fails holds up each read for one renewal at most, not
+ * one per read waiting before it.  now is seconds since the epoch.
  */
-bool
-redirect_target_claim (struct target *t, int64_t now)
+enum claim
+redirect_target_claim (struct target *t, int64_t now, char *why,
+                       size_t size)
 {
+  unsigned seen = 0;
+  bool waited = false;
   LOCK_FOR_SCOPE (&lock);
 
+  t->url = NULL;
   for (;;) {
-    bool due = due_locked (now);
+    bool due = due_locked (now), valid = valid_locked (now);
+    /* After a failure: not before the back-off ends, nor, while the
+     * target serves, too late to end before it expires.
+     */
+    bool may = !renewal_failed ||
+      (now >= retry_at && (!valid || current.expires < 0 ||
+                           current.expires - now >= 2 * renew_secs + 1));
 
-    if (due && !resolving) {
+    if (waited && renewals != seen && renewal_failed)
+      break;
+    if (due && !resolving && may) {
       resolving = true;
-      *t = current;
-      t->url = strdup (current.url);
-      return true;
+      copy_locked (t);
+      return CLAIM_RESOLVE;
     }
-    if (!due || valid_locked (now)) {
-      *t = current;
-      t->url = current.url ? strdup (current.url) : NULL;
-      if (current.url != NULL && t->url == NULL)
-        t->stale = true;        /* out of memory: ask url= */
-      return false;
+    if (!due || valid) {
+      copy_locked (t);
+      return CLAIM_USE;
     }
+    if (!resolving)
+      break;                    /* backing off */
+    seen = renewals;
+    waited = true;
     pthread_cond_wait (&resolved, &lock);
   }
+  snprintf (why, size, "%s", renewal_why);
+  return CLAIM_FAILED;
 }
 
 /* url is the end of the chain reads are served from (out of memory:
@@ -265,6 +301,8 @@ redirect_target_set (const char *url, bool trusted,
 
   resolving = false;
   retry_at = backoff = 0;
+  renewals++;
+  renewal_failed = false;
   pthread_cond_broadcast (&resolved);
   if (url != NULL)
     set_last_locked (url);
@@ -326,14 +364,16 @@ redirect_target_moved (unsigned gen, const char *url, bool trusted,
   served = 0;
 }
 
-/* A claim ended without a new target (the request failed): the old one
- * stays, not stale, so that the next request does not ask again at
- * once; it is renewed when it fails again, or, near its expiry, after a
- * back-off (1 s, then twice as long each time, at most BACKOFF_MAX;
- * whole seconds, so the first wait is 1-2 s).
+/* A claim ended without a new target (the request failed, for why):
+ * the old one stays, not stale, so that the next request does not ask
+ * again at once; it is renewed when it fails again, or, near or past
+ * its expiry, after a back-off (1 s, then twice as long each time, at
+ * most BACKOFF_MAX; whole seconds, so the first wait is 1-2 s).  The
+ * requests that waited for it fail with why, and so do those that find
+ * the target unable to serve during the back-off.
  */
 void
-redirect_target_release (int64_t now)
+redirect_target_release (int64_t now, const char *why)
 {
   LOCK_FOR_SCOPE (&lock);
 
@@ -342,6 +382,9 @@ redirect_target_release (int64_t now)
   backoff = backoff == 0 ? 1 : backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX
     : backoff * 2;
   retry_at = now + 1 + backoff;
+  renewals++;
+  renewal_failed = true;
+  snprintf (renewal_why, sizeof renewal_why, "%s", why);
   pthread_cond_broadcast (&resolved);
 }
 
@@ -418,7 +461,7 @@ redirect_unload (void)
   memset (&current, 0, sizeof current);
   free (last);
   last = NULL;
-  resolving = given_up = false;
-  served = short_lived = 0;
+  resolving = given_up = renewal_failed = false;
+  served = short_lived = renewals = renew_secs = 0;
   retry_at = backoff = 0;
 }

@@ -55,13 +55,23 @@ extern char *redirect_next (const struct redirect_rules *r, bool is_put,
                             bool *trusted, char *why, size_t size);
 extern int64_t redirect_expiry (const char *url);
 
-extern bool redirect_target_claim (struct target *t, int64_t now);
+/* What redirect_target_claim tells a request to do. */
+enum claim {
+  CLAIM_USE,                    /* send it to the target copied */
+  CLAIM_RESOLVE,                /* find the target again from url= */
+  CLAIM_FAILED,                 /* fail this try: the renewal did */
+};
+
+extern int64_t redirect_renew_margin (int64_t life, unsigned slowest);
+extern void redirect_renew_time (unsigned secs);
+extern enum claim redirect_target_claim (struct target *t, int64_t now,
+                                         char *why, size_t size);
 extern bool redirect_target_set (const char *url, bool trusted,
                                  const struct origin *home, int64_t now,
                                  unsigned given);
 extern void redirect_target_moved (unsigned gen, const char *url,
                                    bool trusted, int64_t now);
-extern void redirect_target_release (int64_t now);
+extern void redirect_target_release (int64_t now, const char *why);
 extern bool redirect_target_failed (unsigned gen);
 extern void redirect_target_served (unsigned gen);
 extern bool redirect_target_given (unsigned given);

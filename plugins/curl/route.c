@@ -57,6 +57,8 @@ route_init (void)
     .insecure = cfg.insecure_redirect,
     .location_trusted = cfg.location_trusted,
   };
+  /* A renewal is one request's chain: each hop may stall for timeout=. */
+  redirect_renew_time (cfg.timeout);
   return 0;
 }
 
@@ -181,6 +183,30 @@ lands_elsewhere (struct xfer *x, const char *landed)
                 then_at ? then_at : "(out of memory)",
                 same_path ? " (the same path, but query parameters other "
                 "than those that only sign or time a URL differ)" : "");
+  snprintf (x->why, sizeof x->why, "its redirect chain ends at another "
+            "target, and nothing pins the object");
+  x->v = VERDICT_REFUSED;
+  x->reported = true;
+  return true;
+}
+
+/* Whether url-script failed this request (r, what script_url or
+ * script_url_serial returned): -1, its run failed and was reported; -2,
+ * the run that this request waited for (another's) failed, so this try
+ * fails too, and is retried, as a failure of url= itself would be.
+ */
+static bool
+script_failed (struct xfer *x, int r)
+{
+  if (r == 0)
+    return false;
+  if (r == -2) {
+    snprintf (x->why, sizeof x->why, "url-script's run, which this "
+              "request waited for, failed");
+    x->v = VERDICT_RETRY;
+    return true;
+  }
+  snprintf (x->why, sizeof x->why, "url-script failed");
   x->v = VERDICT_REFUSED;
   x->reported = true;
   return true;
@@ -203,15 +229,14 @@ resolve (struct conn *c, struct xfer *x, bool claimed, bool keep)
   unsigned serial = 0;
   int r;
 
+  x->why[0] = '\0';            /* what a failed renewal says */
   for (;;) {
     /* Without url-script, url= and its origin as they were found once:
      * a read is not worth a copy and a parse.
      */
     if (cfg.url_script == NULL)
       home = url_home;
-    else if (script_url (&given, &serial) == -1) {
-      x->v = VERDICT_REFUSED;
-      x->reported = true;
+    else if (script_failed (x, script_url (&given, &serial))) {
       r = -1;
       break;
     }
@@ -246,7 +271,8 @@ resolve (struct conn *c, struct xfer *x, bool claimed, bool keep)
   else if (claimed && r == 0)
     redirect_target_set (NULL, true, &home, epoch_now (), serial);
   else if (claimed)
-    redirect_target_release (epoch_now ());
+    redirect_target_release (epoch_now (), x->why[0] != '\0' ? x->why
+                             : "it failed (reported where it did)");
   return r;
 }
 
@@ -314,15 +340,31 @@ renew_given (struct xfer *x)
 {
   unsigned serial;
 
-  if (script_url_serial (&serial) == -1) {
-    x->v = VERDICT_REFUSED;
-    x->reported = true;
+  if (script_failed (x, script_url_serial (&serial)))
     return -1;
-  }
   if (redirect_target_given (serial))
     nbdkit_debug ("%s: url-script printed another URL: the redirect "
                   "target of the previous one is dropped", x->what);
   return 0;
+}
+
+/* The renewal of the target that this read waited for failed (its
+ * error in x->why), or its back-off runs while the target cannot serve:
+ * this try fails too, rather than run one more renewal after it, so
+ * each read waits for one renewal at most per try; its own retries
+ * follow.
+ */
+static int
+renewal_failed (struct xfer *x)
+{
+  char why[sizeof x->why];
+
+  memcpy (why, x->why, sizeof why);
+  answer_reset (&x->a);
+  snprintf (x->why, sizeof x->why, "finding the redirect target again "
+            "failed: %.200s", why);
+  x->v = VERDICT_RETRY;
+  return -1;
 }
 
 /* One try of the request on handle c: at the remembered target when
@@ -349,7 +391,12 @@ route_attempt (struct conn *c, struct xfer *x)
   if (cfg.url_script != NULL && renew_given (x) == -1)
     return -1;
   for (tries = 0; tries < 2; tries++) {
-    if (redirect_target_claim (&t, epoch_now ())) {
+    enum claim claim = redirect_target_claim (&t, epoch_now (), x->why,
+                                              sizeof x->why);
+
+    if (claim == CLAIM_FAILED)
+      return renewal_failed (x);
+    if (claim == CLAIM_RESOLVE) {
       r = resolve (c, x, true, true);
       if (r == 0 || !fall_back (x, &t)) {
         free (t.url);

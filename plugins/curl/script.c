@@ -52,6 +52,13 @@ struct script {
   bool expired;
   unsigned serial;              /* url-script: the runs that printed a
                                  * new URL, for redirect_target_given */
+  unsigned runs;                /* runs ended, and whether the last one */
+  bool failed;                  /* failed: those waiting fail with it */
+  /* url-script: after a failed run, the URL not usable, no new run
+   * before retry (monotonic_ns), backoff seconds after the last.
+   */
+  int64_t retry;
+  unsigned backoff;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -156,8 +163,8 @@ check_output (struct script *s, char *out)
 }
 
 /* Is the output due for a new run?  url-script's is also before its
- * URL's own expiry (a tenth of its life before, at least a second), and
- * once the URL was refused.
+ * URL's own expiry (as early as redirect_renew_margin says: a run may
+ * take up to timeout=), and once the URL was refused.
  */
 static bool
 due_locked (const struct script *s)
@@ -172,14 +179,27 @@ due_locked (const struct script *s)
   if (s->expires < 0)
     return false;
   now = (int64_t) time (NULL);
-  margin = (s->expires - s->made) / 10;
-  return now >= s->expires - (margin < 1 ? 1 : margin);
+  margin = redirect_renew_margin (s->expires - s->made, cfg.timeout);
+  return now >= s->expires - margin;
+}
+
+/* The back-off after a run (seconds), as after a renewal of the
+ * redirect target that failed (redirect.c): none after one that
+ * worked, else 1 s, then twice as long, at most 32 s.
+ */
+static unsigned
+next_backoff (unsigned last, bool ok)
+{
+  return ok ? 0 : last == 0 ? 1 : last >= 16 ? 32 : last * 2;
 }
 
 /* Run the script if its output is due for renewal and no other thread
  * is running it.  Meanwhile other requests go on with the previous
  * output, except for a URL that was refused or has expired, whose run
- * they wait for.
+ * they wait for and whose outcome they share: if it fails, -2 (not
+ * reported: the run was, by the request that ran it), rather than one
+ * more run each, one after another; so do the requests that come
+ * during the back-off after it.
  */
 static int
 refresh (struct script *s)
@@ -190,8 +210,21 @@ refresh (struct script *s)
 
   {
     LOCK_FOR_SCOPE (&lock);
+    unsigned seen = s->runs;
+
     while (s == &urls && s->running && (s->expired || s->output == NULL))
       pthread_cond_wait (&ran_cond, &lock);
+    if (s->runs != seen && s->failed) {
+      nbdkit_debug ("%s: run %u, which this request waited for, failed",
+                    s->what, s->iteration - 1);
+      return -2;
+    }
+    if (s == &urls && s->failed && (s->expired || s->output == NULL) &&
+        monotonic_ns () < s->retry) {
+      nbdkit_debug ("%s: run %u failed, and the next waits %u s", s->what,
+                    s->iteration - 1, s->backoff);
+      return -2;
+    }
     if (s->running || !due_locked (s))
       return 0;
     s->running = true;
@@ -205,6 +238,10 @@ refresh (struct script *s)
 
   LOCK_FOR_SCOPE (&lock);
   s->running = false;
+  s->runs++;
+  s->failed = r != 0;
+  s->backoff = next_backoff (s->backoff, r == 0);
+  s->retry = monotonic_ns () + s->backoff * INT64_C (1000000000);
   if (r == 0) {
     if (s->output == NULL || strcmp (s->output, out) != 0)
       s->serial++;
@@ -253,13 +290,16 @@ script_init (void)
 }
 
 /* url-script's URL, run again when due: which one it is in *serial (it
- * changes when a run prints another URL).  -1 on errors, reported.
+ * changes when a run prints another URL).  -1 on errors, reported; -2
+ * if the run this request waited for failed (see refresh).
  */
 int
 script_url_serial (unsigned *serial)
 {
-  if (refresh (&urls) == -1)
-    return -1;
+  int r = refresh (&urls);
+
+  if (r < 0)
+    return r;
   LOCK_FOR_SCOPE (&lock);
   if (urls.output == NULL || urls.expired)
     return -1;                  /* the run failed and said why */
@@ -269,18 +309,22 @@ script_url_serial (unsigned *serial)
 
 /* The URL to ask (url-script's output, run again when due), or url=:
  * a copy into *out, and with url-script which one it is in *serial
- * (if not NULL; see script_url_serial).  -1 on errors, reported.
+ * (if not NULL; see script_url_serial).  -1 on errors, reported; -2 if
+ * the run this request waited for failed (see refresh).
  */
 int
 script_url (char **out, unsigned *serial)
 {
+  int r;
+
   *out = NULL;
   if (cfg.url_script == NULL) {
     *out = strdup (cfg.url);
   }
   else {
-    if (refresh (&urls) == -1)
-      return -1;
+    r = refresh (&urls);
+    if (r < 0)
+      return r;
     LOCK_FOR_SCOPE (&lock);
     if (urls.output == NULL || urls.expired)
       return -1;                /* the run failed and said why */

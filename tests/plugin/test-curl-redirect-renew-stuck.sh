@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test-curl-redirect-renew-stuck.sh: a redirector that hangs or fails
 # while the remembered target is due for renewal (a tenth of its life
-# before its expiry) but still valid holds up one read at a time at
-# most: the others go on with the old target, and a failed renewal
-# backs off before the next (issue 37, points 11 and 12).
+# before its expiry, but at least 2 x timeout + 1 s) but still valid
+# holds up one read at a time at most: the others go on with the old
+# target, and a failed renewal backs off before the next (issue 37,
+# points 11 and 12).
 # url= is helpers/redirector.py, which redirects to a link that nginx's
 # secure_link module checks and that lives 30 s.  With 16 reads in
 # flight (random 4 KiB blocks, each compared with the image), reads per
@@ -41,10 +42,10 @@ for mode in hang fail; do
   expires=$(sed -n 's/.*Expires=\([0-9]*\)&.*/\1/p' "$tmp/nginx-signed.log" |
               head -1)
   [ -n "$expires" ] || fail "$mode: no signed link was used"
-  # The window opens at expires - 3 (or - 2: the link's life, as the
-  # plugin sees it, may be 29 s), so the redirector misbehaves from
-  # 3.5 s before the end, and the window's rate is counted from 1.9 to
-  # 0.9 s before it.
+  # The window opens at expires - 5 (2 x timeout + 1 s: more than a
+  # tenth of the link's life, 29 or 30 s as the plugin sees it), so the
+  # redirector misbehaves from 5.5 s before the end, and the window's
+  # rate is counted from 3.9 to 2.9 s before it.
   EXPIRES=$expires FILE=$image CTRL=$tmp/rd/$mode RDLOG=$tmp/rd.log \
     nbdsh -u "$uri" -c '
 import os, random, time
@@ -83,12 +84,12 @@ def rate(start, secs, inflight):
     return done
 
 inflight = {}
-before = rate(expires - 5.4, 1.0, inflight)
+before = rate(expires - 7.4, 1.0, inflight)
 drain(inflight, time.time() + 10)
-until(expires - 3.5)
+until(expires - 5.5)
 open(os.environ["CTRL"], "w").close()
 asked0 = sum(1 for _ in open(os.environ["RDLOG"]))
-during = rate(expires - 1.9, 1.0, inflight)
+during = rate(expires - 3.9, 1.0, inflight)
 asked = sum(1 for _ in open(os.environ["RDLOG"])) - asked0
 os.unlink(os.environ["CTRL"])
 drain(inflight, time.time() + 30)

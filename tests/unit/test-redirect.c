@@ -10,6 +10,7 @@
 
 #include <config.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,15 @@
 #include "redirect.h"
 
 static unsigned failures, cases;
+static char failed_why[256];
+
+/* Whether a claim is told to renew (true) or to use a target. */
+static bool
+claims (struct target *t, int64_t now)
+{
+  return redirect_target_claim (t, now, failed_why,
+                                sizeof failed_why) == CLAIM_RESOLVE;
+}
 
 static void
 check (int line, bool ok, const char *what)
@@ -172,25 +182,25 @@ targets (void)
   unsigned gen;
 
   /* None yet: ask url=. */
-  CHECK (!redirect_target_claim (&t, 1000) && t.url == NULL, "no target");
+  CHECK (!claims (&t, 1000) && t.url == NULL, "no target");
   redirect_target_set ("https://cdn.example/disk.img?Expires=1100", false,
                        &home, 1000, 0);
-  CHECK (!redirect_target_claim (&t, 1000) && t.url &&
+  CHECK (!claims (&t, 1000) && t.url &&
          strstr (t.url, "cdn.example") && !t.trusted && t.expires == 1100,
          "the target, its trust and expiry");
   gen = t.gen;
   free (t.url);
   /* Life 100 s: renewed 10 s before it ends. */
-  CHECK (!redirect_target_claim (&t, 1089), "not yet due");
+  CHECK (!claims (&t, 1089), "not yet due");
   free (t.url);
-  CHECK (redirect_target_claim (&t, 1090) && t.url && !t.stale &&
+  CHECK (claims (&t, 1090) && t.url && !t.stale &&
          t.expires == 1100 && redirect_same_origin (&t.home, &home),
          "due a tenth of its life before expiry: this request resolves, "
          "and has the old target to fall back to");
   free (t.url);
   redirect_target_set ("https://cdn.example/disk.img?Expires=2000", false,
                        &home, 1090, 0);
-  CHECK (!redirect_target_claim (&t, 1091) && t.gen != gen,
+  CHECK (!claims (&t, 1091) && t.gen != gen,
          "a new target, a new generation");
   gen = t.gen;
   free (t.url);
@@ -199,38 +209,38 @@ targets (void)
    * stale: the next request resolves.
    */
   redirect_target_failed (gen - 1);
-  CHECK (!redirect_target_claim (&t, 1092), "an old generation's failure");
+  CHECK (!claims (&t, 1092), "an old generation's failure");
   free (t.url);
   redirect_target_failed (gen);
-  CHECK (redirect_target_claim (&t, 1092) && t.stale,
+  CHECK (claims (&t, 1092) && t.stale,
          "stale after a failure");
   free (t.url);
   /* The resolution failed: the old target stays, not stale. */
-  redirect_target_release (1092);
-  CHECK (!redirect_target_claim (&t, 1093) && t.url && t.gen == gen,
+  redirect_target_release (1092, "HTTP 503");
+  CHECK (!claims (&t, 1093) && t.url && t.gen == gen,
          "released: the old target");
   free (t.url);
   /* url= no longer redirects. */
   redirect_target_failed (gen);
-  CHECK (redirect_target_claim (&t, 1094), "stale again");
+  CHECK (claims (&t, 1094), "stale again");
   free (t.url);
   redirect_target_set (NULL, true, &home, 1094, 0);
-  CHECK (!redirect_target_claim (&t, 1095) && t.url == NULL,
+  CHECK (!claims (&t, 1095) && t.url == NULL,
          "no target: url= itself");
   /* The target redirects further: reads go to where it leads, in a
    * new generation; a move reported for an older one is ignored.
    */
   redirect_target_set ("https://cdn.example/a.img", false, &home, 1000, 0);
-  CHECK (!redirect_target_claim (&t, 1000), "a target");
+  CHECK (!claims (&t, 1000), "a target");
   gen = t.gen;
   free (t.url);
   redirect_target_moved (gen, "https://edge.example/a.img", false, 1001);
-  CHECK (!redirect_target_claim (&t, 1001) && t.url &&
+  CHECK (!claims (&t, 1001) && t.url &&
          strstr (t.url, "edge.example") && t.gen != gen &&
          strcmp (t.origin.host, "edge.example") == 0, "moved");
   free (t.url);
   redirect_target_moved (gen, "https://other.example/a.img", false, 1002);
-  CHECK (!redirect_target_claim (&t, 1002) && t.url &&
+  CHECK (!claims (&t, 1002) && t.url &&
          strstr (t.url, "edge.example"), "an old generation's move");
   free (t.url);
 
@@ -239,7 +249,7 @@ targets (void)
    */
   redirect_target_set ("https://cdn.example/disk.img?Expires=900", false,
                        &home, 1000, 0);
-  CHECK (!redirect_target_claim (&t, 1001) && t.url && t.expires == -1,
+  CHECK (!claims (&t, 1001) && t.url && t.expires == -1,
          "an expiry already past is not used");
   free (t.url);
   redirect_unload ();
@@ -255,28 +265,33 @@ renewals (void)
 
   redirect_target_set ("https://cdn.example/disk.img?Expires=1100", false,
                        &home, 1000, 0);
-  CHECK (redirect_target_claim (&t, 1090), "due: this request renews");
+  CHECK (claims (&t, 1090), "due: this request renews");
   free (t.url);
-  CHECK (!redirect_target_claim (&u, 1091) && u.url &&
+  CHECK (!claims (&u, 1091) && u.url &&
          strstr (u.url, "Expires=1100"),
          "while it runs, the others use the old target, not wait");
   free (u.url);
-  redirect_target_release (1091);
-  CHECK (!redirect_target_claim (&t, 1092), "backs off: not asked at once");
+  redirect_target_release (1091, "HTTP 503");
+  CHECK (!claims (&t, 1092), "backs off: not asked at once");
   free (t.url);
-  CHECK (redirect_target_claim (&t, 1093), "asked again after 1-2 s");
+  CHECK (claims (&t, 1093), "asked again after 1-2 s");
   free (t.url);
-  redirect_target_release (1093);
-  CHECK (!redirect_target_claim (&t, 1095), "then after 2-3 s: not yet");
+  redirect_target_release (1093, "HTTP 503");
+  CHECK (!claims (&t, 1095), "then after 2-3 s: not yet");
   free (t.url);
-  CHECK (redirect_target_claim (&t, 1096), "then after 2-3 s");
+  CHECK (claims (&t, 1096), "then after 2-3 s");
   free (t.url);
-  redirect_target_release (1096);
-  CHECK (redirect_target_claim (&t, 1100), "expired: no back-off");
+  redirect_target_release (1096, "HTTP 503");
+  CHECK (redirect_target_claim (&t, 1100, failed_why,
+                                sizeof failed_why) == CLAIM_FAILED &&
+         t.url == NULL && strcmp (failed_why, "HTTP 503") == 0,
+         "expired during the back-off: the read fails at once, with the "
+         "renewal's error");
+  CHECK (claims (&t, 1101), "expired, the back-off over: renewed");
   free (t.url);
   redirect_target_set ("https://cdn.example/disk.img?Expires=1300", false,
                        &home, 1100, 0);
-  CHECK (!redirect_target_claim (&t, 1101), "renewed: the back-off ends");
+  CHECK (!claims (&t, 1101), "renewed: the back-off ends");
   free (t.url);
 
   /* The same target: the same URL, or a presigned one up to its query. */
@@ -293,6 +308,112 @@ renewals (void)
                                 "https://a.example/xy?Expires=1"),
          "a longer path");
 
+  redirect_unload ();
+}
+
+/* A read that claims the target at now while it is being renewed. */
+struct waiting {
+  int64_t now;
+  enum claim c;
+  char why[256];
+};
+
+static void *
+waiter (void *arg)
+{
+  struct waiting *w = arg;
+  struct target t;
+
+  w->c = redirect_target_claim (&t, w->now, w->why, sizeof w->why);
+  free (t.url);
+  return NULL;
+}
+
+/* Reads waiting for a renewal share its outcome: a failure fails them
+ * all at once, not one more renewal each; the renewal window opens
+ * early enough for a renewal that takes all of timeout=.
+ */
+static void
+waiters (void)
+{
+  struct waiting w[4];
+  pthread_t th[4];
+  struct target t;
+  unsigned i;
+
+  redirect_renew_time (2);
+  redirect_target_set ("https://cdn.example/disk.img?Expires=1100", false,
+                       &home, 1000, 0);
+  /* Expired: this one renews, the others wait for it. */
+  CHECK (claims (&t, 1100), "expired: this request renews");
+  free (t.url);
+  /* Whether they wait already or come after the release, in the
+   * back-off, they fail the same way.
+   */
+  for (i = 0; i < 4; i++) {
+    w[i].now = 1100;
+    pthread_create (&th[i], NULL, waiter, &w[i]);
+  }
+  redirect_target_release (1102, "no byte for 2 s (timeout=)");
+  for (i = 0; i < 4; i++) {
+    pthread_join (th[i], NULL);
+    CHECK (w[i].c == CLAIM_FAILED &&
+           strcmp (w[i].why, "no byte for 2 s (timeout=)") == 0,
+           "a read that waited fails with the renewal's error");
+  }
+  CHECK (redirect_target_claim (&t, 1103, failed_why,
+                                sizeof failed_why) == CLAIM_FAILED,
+         "and so does one that comes during the back-off");
+  CHECK (claims (&t, 1104), "after it, one renews again");
+  free (t.url);
+  redirect_target_set ("https://cdn.example/disk.img?Expires=1200", false,
+                       &home, 1104, 0);
+  CHECK (!claims (&t, 1105) && t.url && strstr (t.url, "1200"),
+         "renewed: reads go on");
+  free (t.url);
+
+  /* Refused (stale), the renewal fails: the old target is used again,
+   * and fails; a new claim during the back-off fails at once.
+   */
+  redirect_target_failed (t.gen);
+  CHECK (claims (&t, 1106) && t.stale, "refused: renewed");
+  free (t.url);
+  redirect_target_release (1106, "HTTP 503");
+  CHECK (!claims (&t, 1107) && t.url, "the old target again");
+  free (t.url);
+  redirect_target_failed (t.gen);
+  CHECK (redirect_target_claim (&t, 1107, failed_why,
+                                sizeof failed_why) == CLAIM_FAILED &&
+         strcmp (failed_why, "HTTP 503") == 0, "refused again in the back-off");
+
+  /* Before expiry, after a failed renewal: again after the back-off,
+   * but not so late that a renewal taking all of 2 x timeout + 1 s
+   * would outlive the target.
+   */
+  redirect_target_set ("https://cdn.example/disk.img?Expires=1300", false,
+                       &home, 1200, 0);
+  CHECK (claims (&t, 1290), "due 10 s before its end");
+  free (t.url);
+  redirect_target_release (1293, "HTTP 503");
+  CHECK (!claims (&t, 1294) && t.url, "backing off: the old target");
+  free (t.url);
+  CHECK (claims (&t, 1295), "renewed again: 5 s left");
+  free (t.url);
+  redirect_target_release (1295, "HTTP 503");
+  CHECK (!claims (&t, 1298) && t.url,
+         "2 s left: too late, the old target serves until its end");
+  free (t.url);
+
+  /* The window: a tenth of the life, but 2 x timeout + 1 s at least,
+   * half the life at most.
+   */
+  CHECK (redirect_renew_margin (30, 2) == 5, "30 s, timeout=2: 5 s");
+  CHECK (redirect_renew_margin (100, 2) == 10, "100 s, timeout=2: 10 s");
+  CHECK (redirect_renew_margin (3600, 2) == 60, "an hour: a minute");
+  CHECK (redirect_renew_margin (600, 60) == 121, "timeout=60: 121 s");
+  CHECK (redirect_renew_margin (120, 60) == 60, "at most half the life");
+  CHECK (redirect_renew_margin (1, 60) == 1, "at least a second");
+  CHECK (redirect_renew_margin (100, 0) == 10, "timeout unknown: a tenth");
   redirect_unload ();
 }
 
@@ -412,7 +533,7 @@ targets_dropped (void)
   redirect_target_set ("https://cdn.example/a.img", false, &home, 1000, 4);
   CHECK (!redirect_target_given (4), "the same run's URL: kept");
   CHECK (redirect_target_given (5), "another URL: dropped");
-  CHECK (!redirect_target_claim (&t, 1000) && t.url == NULL,
+  CHECK (!claims (&t, 1000) && t.url == NULL,
          "no target: url-script's URL");
   CHECK (redirect_target_last () == NULL, "its chain starts afresh");
 
@@ -422,17 +543,17 @@ targets_dropped (void)
   for (i = 0; i < 3; i++) {
     redirect_target_set ("https://cdn.example/a.img", false, &home, 1000,
                          0);
-    CHECK (!redirect_target_claim (&t, 1000) && t.url, "a target");
+    CHECK (!claims (&t, 1000) && t.url, "a target");
     free (t.url);
     redirect_target_served (t.gen);
     CHECK (redirect_target_failed (t.gen) == (i == 2),
            "given up at the third short-lived target");
   }
-  CHECK (!redirect_target_claim (&t, 1000) && t.url == NULL,
+  CHECK (!claims (&t, 1000) && t.url == NULL,
          "no target: url= for every read");
   CHECK (!redirect_target_set ("https://cdn.example/b.img", false, &home,
                                1000, 0), "none remembered any more");
-  CHECK (!redirect_target_claim (&t, 1000) && t.url == NULL,
+  CHECK (!claims (&t, 1000) && t.url == NULL,
          "still none");
   u.url = redirect_target_last ();
   CHECK (u.url && strstr (u.url, "b.img"), "the last end is known");
@@ -447,6 +568,7 @@ main (void)
   expiries ();
   targets ();
   renewals ();
+  waiters ();
   same_targets ();
   targets_dropped ();
   fprintf (stderr, "test-redirect: %u cases, %u failed\n", cases, failures);
