@@ -108,7 +108,7 @@ parse_seconds (const char *s)
  * in seconds since the epoch), and Azure's SAS (se, a date).
  */
 int64_t
-redirect_expiry (const char *url)
+presigned_expiry (const char *url)
 {
   static const char *const dated[][2] = {
     { "X-Amz-Date", "X-Amz-Expires" },
@@ -145,7 +145,7 @@ redirect_expiry (const char *url)
  * works; at most half its life.
  */
 int64_t
-redirect_renew_margin (int64_t life, unsigned slowest)
+presigned_renew_margin (int64_t life, unsigned slowest)
 {
   int64_t m = life / 10, least = 2 * (int64_t) slowest + 1;
 
@@ -161,7 +161,7 @@ redirect_renew_margin (int64_t life, unsigned slowest)
  * renewal changes them, while the others name the object (S3's
  * versionId, GCS's generation, Azure's snapshot and versionid, an
  * application's own ?file=) and must stay.  Names match whatever their
- * case, as redirect_expiry reads them.  Only the signers' own names: a
+ * case, as presigned_expiry reads them.  Only the signers' own names: a
  * parameter left out that named the object would let a renewal land
  * on another object unseen, one kept that only signs fails a read.
  */
@@ -197,7 +197,7 @@ static const struct {
  * two presigned URLs of the same object.
  */
 bool
-redirect_param_only_signs (const char *name, size_t len)
+presigned_param_only_signs (const char *name, size_t len)
 {
   size_t i, n;
 
@@ -249,7 +249,7 @@ object_params (const char *url, struct param **out, size_t *count)
   for (;;) {
     end = p + strcspn (p, "&#");
     name = strcspn (p, "=&#");
-    if (end > p && !redirect_param_only_signs (p, name))
+    if (end > p && !presigned_param_only_signs (p, name))
       v[n++] = (struct param) { .p = p, .len = end - p };
     if (*end != '&')
       break;
@@ -262,16 +262,16 @@ object_params (const char *url, struct param **out, size_t *count)
 }
 
 /* Whether two chain ends are the same target: the same URL or, for
- * presigned URLs (both carry an expiry: redirect_expiry), the same URL
+ * presigned URLs (both carry an expiry: presigned_expiry), the same URL
  * up to its query (scheme, host, port, path), and the same query
  * parameters, each as often, in any order, once those that only sign or
- * time a URL are left out (redirect_param_only_signs): the others may
+ * time a URL are left out (presigned_param_only_signs): the others may
  * name the object (S3's versionId=), and another value is another
  * object.  The fragment is never sent.  Out of memory: not the same,
  * which fails a read rather than risk another object's bytes.
  */
 bool
-redirect_same_target (const char *a, const char *b)
+presigned_same_target (const char *a, const char *b)
 {
   size_t n = strcspn (a, "?#"), na, nb, i;
   struct param *pa = NULL, *pb = NULL;
@@ -279,7 +279,7 @@ redirect_same_target (const char *a, const char *b)
 
   if (strcmp (a, b) == 0)
     return true;
-  if (redirect_expiry (a) < 0 || redirect_expiry (b) < 0 ||
+  if (presigned_expiry (a) < 0 || presigned_expiry (b) < 0 ||
       strcspn (b, "?#") != n || strncmp (a, b, n) != 0)
     return false;
   same = object_params (a, &pa, &na) && object_params (b, &pb, &nb) &&

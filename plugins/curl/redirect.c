@@ -200,16 +200,16 @@ valid_locked (int64_t now)
     (current.expires < 0 || now < current.expires);
 }
 
-/* It failed, or nears its expiry (redirect_renew_margin). */
+/* It failed, or nears its expiry (presigned_renew_margin). */
 static bool
 due_locked (int64_t now)
 {
   return current.url != NULL &&
     (current.stale ||
      (current.expires >= 0 &&
-      now >= current.expires - redirect_renew_margin (current.expires -
-                                                      current.found,
-                                                      renew_secs)));
+      now >= current.expires -
+      presigned_renew_margin (current.expires - current.found,
+                              renew_secs)));
 }
 
 /* A copy of the target into *t (t->url NULL: url=). */
@@ -317,7 +317,7 @@ redirect_target_set (const char *url, bool trusted,
   current.stale = false;
   current.found = now;
   current.given = given;
-  current.expires = copy ? redirect_expiry (copy) : -1;
+  current.expires = copy ? presigned_expiry (copy) : -1;
   /* Already past when found: the signer's clock and ours differ (the
    * URL still works, or it would not have been reached).  Renewing at
    * every read would make all reads wait for each other: its failure
@@ -357,7 +357,7 @@ redirect_target_moved (unsigned gen, const char *url, bool trusted,
   current.trusted = trusted;
   current.origin = o;
   current.found = now;
-  current.expires = redirect_expiry (copy);
+  current.expires = presigned_expiry (copy);
   if (current.expires >= 0 && current.expires <= now + 1)
     current.expires = -1;
   current.gen++;

@@ -53,7 +53,12 @@ extern char *redirect_next (const struct redirect_rules *r, bool is_put,
                             long status, const char *from_url,
                             const char *location, struct origin *from,
                             bool *trusted, char *why, size_t size);
-extern int64_t redirect_expiry (const char *url);
+
+/* presigned.c: what a presigned URL's query says (pure). */
+extern int64_t presigned_expiry (const char *url);
+extern int64_t presigned_renew_margin (int64_t life, unsigned slowest);
+extern bool presigned_param_only_signs (const char *name, size_t len);
+extern bool presigned_same_target (const char *a, const char *b);
 
 /* What redirect_target_claim tells a request to do. */
 enum claim {
@@ -62,7 +67,6 @@ enum claim {
   CLAIM_FAILED,                 /* fail this try: the renewal did */
 };
 
-extern int64_t redirect_renew_margin (int64_t life, unsigned slowest);
 extern void redirect_renew_time (unsigned secs);
 extern enum claim redirect_target_claim (struct target *t, int64_t now,
                                          char *why, size_t size);
@@ -75,8 +79,6 @@ extern void redirect_target_release (int64_t now, const char *why);
 extern bool redirect_target_failed (unsigned gen);
 extern void redirect_target_served (unsigned gen);
 extern bool redirect_target_given (unsigned given);
-extern bool redirect_param_only_signs (const char *name, size_t len);
-extern bool redirect_same_target (const char *a, const char *b);
 extern char *redirect_target_last (void);
 extern void redirect_unload (void);
 

@@ -168,7 +168,7 @@ lands_elsewhere (struct xfer *x, const char *landed)
   struct pin p;
   bool same_path;
 
-  if (was == NULL || redirect_same_target (was, landed) ||
+  if (was == NULL || presigned_same_target (was, landed) ||
       (remote_pin (&p) && p.header[0] != '\0'))
     return false;
   now_at = shown_url (landed);

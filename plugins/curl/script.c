@@ -44,7 +44,7 @@ struct script {
   unsigned iteration;
   int64_t ran;                  /* when output was made: monotonic_ns */
   bool running;
-  /* url-script: its URL's own expiry (redirect_expiry, -1 if none), in
+  /* url-script: its URL's own expiry (presigned_expiry, -1 if none), in
    * seconds since the epoch, and when it was made; expired: it was
    * refused (401, 403), so run the script again before using it.
    */
@@ -163,7 +163,7 @@ check_output (struct script *s, char *out)
 }
 
 /* Is the output due for a new run?  url-script's is also before its
- * URL's own expiry (as early as redirect_renew_margin says: a run may
+ * URL's own expiry (as early as presigned_renew_margin says: a run may
  * take up to timeout=), and once the URL was refused.
  */
 static bool
@@ -179,7 +179,7 @@ due_locked (const struct script *s)
   if (s->expires < 0)
     return false;
   now = (int64_t) time (NULL);
-  margin = redirect_renew_margin (s->expires - s->made, cfg.timeout);
+  margin = presigned_renew_margin (s->expires - s->made, cfg.timeout);
   return now >= s->expires - margin;
 }
 
@@ -249,7 +249,7 @@ refresh (struct script *s)
     s->output = out;
     s->ran = monotonic_ns ();
     s->made = (int64_t) time (NULL);
-    s->expires = s == &urls ? redirect_expiry (out) : -1;
+    s->expires = s == &urls ? presigned_expiry (out) : -1;
     /* Already past (clocks differ): not run again at every request;
      * a refusal (401, 403) runs it again instead.
      */

@@ -146,32 +146,32 @@ static void
 expiries (void)
 {
   /* 2026-12-01T16:00:00Z is 1796140800. */
-  CHECK (redirect_expiry ("https://b.s3.example/k?X-Amz-Algorithm=A"
+  CHECK (presigned_expiry ("https://b.s3.example/k?X-Amz-Algorithm=A"
                           "&X-Amz-Date=20261201T160000Z&X-Amz-Expires=900"
                           "&X-Amz-Signature=abc") == 1796140800 + 900,
          "AWS SigV4");
-  CHECK (redirect_expiry ("https://b.s3.example/k?x-amz-date=20261201T160000Z"
+  CHECK (presigned_expiry ("https://b.s3.example/k?x-amz-date=20261201T160000Z"
                           "&x-amz-expires=60") == 1796140800 + 60,
          "AWS SigV4, names in lower case");
-  CHECK (redirect_expiry ("https://storage.example/b/o?X-Goog-Date="
+  CHECK (presigned_expiry ("https://storage.example/b/o?X-Goog-Date="
                           "20261201T160000Z&X-Goog-Expires=3600")
          == 1796140800 + 3600, "Google V4");
-  CHECK (redirect_expiry ("https://d.cloudfront.example/o?Expires=1796140800"
+  CHECK (presigned_expiry ("https://d.cloudfront.example/o?Expires=1796140800"
                           "&Signature=x&Key-Pair-Id=y") == 1796140800,
          "CloudFront Expires");
-  CHECK (redirect_expiry ("https://a.blob.example/c/o?sv=2020&"
+  CHECK (presigned_expiry ("https://a.blob.example/c/o?sv=2020&"
                           "se=2026-12-01T16%3A00%3A00Z&sig=x")
          == 1796140800, "Azure se, percent-encoded");
-  CHECK (redirect_expiry ("https://a.blob.example/c/o?se=2026-12-01")
+  CHECK (presigned_expiry ("https://a.blob.example/c/o?se=2026-12-01")
          == 1796083200, "Azure se, a date");
-  CHECK (redirect_expiry ("https://a.example/o") == -1, "no query");
-  CHECK (redirect_expiry ("https://a.example/o?Expires=soon") == -1,
+  CHECK (presigned_expiry ("https://a.example/o") == -1, "no query");
+  CHECK (presigned_expiry ("https://a.example/o?Expires=soon") == -1,
          "Expires not a number");
-  CHECK (redirect_expiry ("https://a.example/o?X-Amz-Date=2026&"
+  CHECK (presigned_expiry ("https://a.example/o?X-Amz-Date=2026&"
                           "X-Amz-Expires=60") == -1, "malformed date");
-  CHECK (redirect_expiry ("https://a.example/o#Expires=1796140800") == -1,
+  CHECK (presigned_expiry ("https://a.example/o#Expires=1796140800") == -1,
          "a fragment is no query");
-  CHECK (redirect_expiry ("https://a.example/o?NotExpires=1&Expires=5") == 5,
+  CHECK (presigned_expiry ("https://a.example/o?NotExpires=1&Expires=5") == 5,
          "the parameter, not one that ends like it");
 }
 
@@ -295,16 +295,16 @@ renewals (void)
   free (t.url);
 
   /* The same target: the same URL, or a presigned one up to its query. */
-  CHECK (redirect_same_target ("https://a.example/x?Expires=1",
+  CHECK (presigned_same_target ("https://a.example/x?Expires=1",
                                "https://a.example/x?Expires=2&sig=b"),
          "presigned: the same up to the query");
-  CHECK (!redirect_same_target ("https://a.example/x?id=1",
+  CHECK (!presigned_same_target ("https://a.example/x?id=1",
                                 "https://a.example/x?id=2"),
          "a query without an expiry names another object");
-  CHECK (!redirect_same_target ("https://a.example/x?Expires=1",
+  CHECK (!presigned_same_target ("https://a.example/x?Expires=1",
                                 "https://a.example/y?Expires=1"),
          "another path");
-  CHECK (!redirect_same_target ("https://a.example/x?Expires=1",
+  CHECK (!presigned_same_target ("https://a.example/x?Expires=1",
                                 "https://a.example/xy?Expires=1"),
          "a longer path");
 
@@ -407,13 +407,13 @@ waiters (void)
   /* The window: a tenth of the life, but 2 x timeout + 1 s at least,
    * half the life at most.
    */
-  CHECK (redirect_renew_margin (30, 2) == 5, "30 s, timeout=2: 5 s");
-  CHECK (redirect_renew_margin (100, 2) == 10, "100 s, timeout=2: 10 s");
-  CHECK (redirect_renew_margin (3600, 2) == 60, "an hour: a minute");
-  CHECK (redirect_renew_margin (600, 60) == 121, "timeout=60: 121 s");
-  CHECK (redirect_renew_margin (120, 60) == 60, "at most half the life");
-  CHECK (redirect_renew_margin (1, 60) == 1, "at least a second");
-  CHECK (redirect_renew_margin (100, 0) == 10, "timeout unknown: a tenth");
+  CHECK (presigned_renew_margin (30, 2) == 5, "30 s, timeout=2: 5 s");
+  CHECK (presigned_renew_margin (100, 2) == 10, "100 s, timeout=2: 10 s");
+  CHECK (presigned_renew_margin (3600, 2) == 60, "an hour: a minute");
+  CHECK (presigned_renew_margin (600, 60) == 121, "timeout=60: 121 s");
+  CHECK (presigned_renew_margin (120, 60) == 60, "at most half the life");
+  CHECK (presigned_renew_margin (1, 60) == 1, "at least a second");
+  CHECK (presigned_renew_margin (100, 0) == 10, "timeout unknown: a tenth");
   redirect_unload ();
 }
 
@@ -505,20 +505,20 @@ same_targets (void)
   size_t i;
 
   for (i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-    CHECK (redirect_same_target (pairs[i].a, pairs[i].b) == pairs[i].same,
+    CHECK (presigned_same_target (pairs[i].a, pairs[i].b) == pairs[i].same,
            pairs[i].what);
-    CHECK (redirect_same_target (pairs[i].b, pairs[i].a) == pairs[i].same,
+    CHECK (presigned_same_target (pairs[i].b, pairs[i].a) == pairs[i].same,
            pairs[i].what);
   }
-  CHECK (redirect_param_only_signs ("X-Amz-Signature", 15) &&
-         redirect_param_only_signs ("x-goog-date", 11) &&
-         redirect_param_only_signs ("se", 2) &&
-         redirect_param_only_signs ("sig=1", 3) &&
-         !redirect_param_only_signs ("snapshot", 8) &&
-         !redirect_param_only_signs ("versionId", 9) &&
-         !redirect_param_only_signs ("generation", 10) &&
-         !redirect_param_only_signs ("s", 1) &&
-         !redirect_param_only_signs ("X-Amz-", 5),
+  CHECK (presigned_param_only_signs ("X-Amz-Signature", 15) &&
+         presigned_param_only_signs ("x-goog-date", 11) &&
+         presigned_param_only_signs ("se", 2) &&
+         presigned_param_only_signs ("sig=1", 3) &&
+         !presigned_param_only_signs ("snapshot", 8) &&
+         !presigned_param_only_signs ("versionId", 9) &&
+         !presigned_param_only_signs ("generation", 10) &&
+         !presigned_param_only_signs ("s", 1) &&
+         !presigned_param_only_signs ("X-Amz-", 5),
          "the parameters that only sign or time a URL");
 }
 
