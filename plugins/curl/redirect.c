@@ -162,6 +162,16 @@ redirect_next (const struct redirect_rules *r, bool is_put, long status,
  */
 #define BACKOFF_MAX 32
 
+/* The wait after a renewal that failed, after one of last seconds (0:
+ * none before): 1 s, then twice as long, at most BACKOFF_MAX.  script.c
+ * waits as long after a run of url-script that failed.
+ */
+unsigned
+redirect_backoff_next (unsigned last)
+{
+  return last == 0 ? 1 : last * 2 > BACKOFF_MAX ? BACKOFF_MAX : last * 2;
+}
+
 /* The remembered target, shared by all requests. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t resolved = PTHREAD_COND_INITIALIZER;
@@ -171,7 +181,7 @@ static unsigned served;          /* reads the current target served */
 static unsigned short_lived;     /* short-lived targets in a row */
 static bool given_up;            /* none is remembered any more */
 static int64_t retry_at;         /* no renewal till then */
-static int64_t backoff;          /* seconds: the last wait, 0 if none */
+static unsigned backoff;         /* seconds: the last wait, 0 if none */
 static char *last;               /* the last end reads came from, or NULL */
 static unsigned renew_secs;      /* the longest a renewal may take */
 /* Renewals ended so far, and whether the last one failed, and why: the
@@ -379,8 +389,7 @@ redirect_target_release (int64_t now, const char *why)
 
   current.stale = false;
   resolving = false;
-  backoff = backoff == 0 ? 1 : backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX
-    : backoff * 2;
+  backoff = redirect_backoff_next (backoff);
   retry_at = now + 1 + backoff;
   renewals++;
   renewal_failed = true;

@@ -68,6 +68,7 @@ enum claim {
 };
 
 extern void redirect_renew_time (unsigned secs);
+extern unsigned redirect_backoff_next (unsigned last);
 extern enum claim redirect_target_claim (struct target *t, int64_t now,
                                          char *why, size_t size);
 extern bool redirect_target_set (const char *url, bool trusted,

@@ -183,16 +183,6 @@ due_locked (const struct script *s)
   return now >= s->expires - margin;
 }
 
-/* The back-off after a run (seconds), as after a renewal of the
- * redirect target that failed (redirect.c): none after one that
- * worked, else 1 s, then twice as long, at most 32 s.
- */
-static unsigned
-next_backoff (unsigned last, bool ok)
-{
-  return ok ? 0 : last == 0 ? 1 : last >= 16 ? 32 : last * 2;
-}
-
 /* Run the script if its output is due for renewal and no other thread
  * is running it.  Meanwhile other requests go on with the previous
  * output, except for a URL that was refused or has expired, whose run
@@ -240,7 +230,7 @@ refresh (struct script *s)
   s->running = false;
   s->runs++;
   s->failed = r != 0;
-  s->backoff = next_backoff (s->backoff, r == 0);
+  s->backoff = r == 0 ? 0 : redirect_backoff_next (s->backoff);
   s->retry = monotonic_ns () + s->backoff * INT64_C (1000000000);
   if (r == 0) {
     if (s->output == NULL || strcmp (s->output, out) != 0)
