@@ -51,7 +51,7 @@
 
 #include <nbdkit-plugin.h>
 
-#include "curldefs.h"
+#include "chain.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
@@ -76,11 +76,11 @@ static void
 curl_unload (void)
 {
   mirrors_unload ();
-  prefetch_unload ();
+  readahead_unload ();
   checksum_unload ();
   pool_unload ();
   mirrors_free ();
-  engine_unload ();
+  request_unload ();
   connection_unload ();
   script_unload ();
   config_unload ();
@@ -100,11 +100,12 @@ static int
 curl_get_ready (void)
 {
   if (script_init () == -1 || connection_init () == -1 ||
-      mux_init () == -1 || engine_init () == -1 || pool_init () == -1)
+      transport_init () == -1 || request_init () == -1 || pool_init () == -1)
     return -1;
-  prefetch_init ();
+  readahead_init ();
   if (probe_object () == -1)
     return -1;
+  chain_build ();
   return checksum_ready ();
 }
 
@@ -112,10 +113,10 @@ curl_get_ready (void)
 static int
 curl_after_fork (void)
 {
-  if (mux_start () == -1)
+  if (transport_start () == -1)
     return -1;
   pool_start ();
-  prefetch_after_fork ();
+  readahead_after_fork ();
   return mirrors_start ();
 }
 
@@ -131,7 +132,7 @@ curl_open (int readonly)
   /* The digest is of the object as it was: writes would change it
    * (file: URLs and S3 take none, see curl_can_write).
    */
-  if (!readonly && !cfg.is_file && !cfg.aws_sigv4 && wanted.algo != NULL) {
+  if (!readonly && !cfg.is_file && !cfg.aws_sigv4 && checksum_on ()) {
     nbdkit_error ("checksum= needs a read-only export (nbdkit -r): "
                   "writes would change the object it checks");
     free (h);
@@ -150,7 +151,7 @@ curl_open (int readonly)
    * else's, which pinning is for.
    */
   if (!readonly && !cfg.is_file && !cfg.aws_sigv4)
-    remote_unpin ();
+    object_unpin ();
   return h;
 }
 
@@ -159,7 +160,7 @@ curl_close (void *handle)
 {
   struct handle *h = handle;
 
-  prefetch_close (&h->ra);
+  readahead_close (&h->ra);
   free (h);
 }
 
@@ -248,9 +249,7 @@ curl_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
 {
   struct handle *h = handle;
 
-  if (prefetch_client_pread (&h->ra, buf, count, offset) == -1)
-    return -1;
-  return checksum_read (buf, count, offset);
+  return chain_pread (&h->ra, buf, count, offset);
 }
 
 static int
@@ -262,9 +261,9 @@ curl_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
   /* What was read ahead of the range before the PUT, or while it was
    * on its way, is of the old bytes.
    */
-  prefetch_invalidate (count, offset);
+  readahead_invalidate (count, offset);
   r = writing_pwrite (buf, count, offset);
-  prefetch_invalidate (count, offset);
+  readahead_invalidate (count, offset);
   return r;
 }
 
@@ -284,7 +283,7 @@ curl_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   struct handle *h = handle;
 
-  return prefetch_cache (&h->ra, count, offset);
+  return readahead_cache (&h->ra, count, offset);
 }
 
 static struct nbdkit_plugin plugin = {

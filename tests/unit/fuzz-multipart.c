@@ -19,7 +19,7 @@
  * parts in random order, a random boundary, CRLF or bare LF framing,
  * optional preamble, transport padding, epilogue and final line break.
  * Most cases then get one to four mutations (see mutate).  The answer
- * goes to multipart_feed in pieces of random sizes, as libcurl would hand
+ * goes to ranges_multipart_feed in pieces of random sizes, as libcurl would hand
  * it over.
  *
  * The mutations touch only framing, headers and part lengths, never the
@@ -30,7 +30,7 @@
  * undetectably if its length still fitted; the ranges of a case have
  * distinct lengths so that it never does.
  *
- * The oracle: the parser refuses (multipart_feed or multipart_complete
+ * The oracle: the parser refuses (ranges_multipart_feed or ranges_multipart_complete
  * false, with a reason); or the answer follows the rule in the comment
  * at the top of ranges.c, as judged again by ref_parse (simpler code
  * that sees the whole body at once), and every read's buffer holds the
@@ -59,7 +59,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "curldefs.h"
+#include "rules/rules.h"
 
 #define MAX_RANGES 32
 #define MAX_PIECES 2048
@@ -818,7 +818,7 @@ parse (struct fuzz_case *c, struct multipart *mp)
   size_t done = 0, n;
   unsigned how = below (4);
 
-  multipart_start (mp, c->boundary, c->spans, c->nranges, c->total);
+  ranges_multipart_start (mp, c->boundary, c->spans, c->nranges, c->total);
   while (done < c->bodylen) {
     switch (how) {
     case 0: n = c->bodylen; break;
@@ -828,11 +828,11 @@ parse (struct fuzz_case *c, struct multipart *mp)
     }
     if (n > c->bodylen - done)
       n = c->bodylen - done;
-    if (!multipart_feed (mp, c->body + done, n))
+    if (!ranges_multipart_feed (mp, c->body + done, n))
       return false;
     done += n;
   }
-  return multipart_complete (mp);
+  return ranges_multipart_complete (mp);
 }
 
 static void
@@ -1273,7 +1273,7 @@ content_types (void)
   bool ok;
 
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    ok = parse_multipart_type (cases[i].v, b, sizeof b);
+    ok = ranges_multipart_type (cases[i].v, b, sizeof b);
     if (ok != (cases[i].boundary != NULL) ||
         (ok && strcmp (b, cases[i].boundary) != 0)) {
       printf ("fuzz-multipart: Content-Type '%s': %s\n", cases[i].v,

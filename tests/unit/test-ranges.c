@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "curldefs.h"
+#include "rules/rules.h"
 
 #define SIZE 100
 #define BODY_MAX (128 * 1024)
@@ -94,14 +94,14 @@ parse (int line, const struct body *b, bool bytewise, char *why,
 
   memset (buf1, 0, sizeof buf1);
   memset (buf2, 0, sizeof buf2);
-  multipart_start (&mp, "XYZ", spans, 2, SIZE);
+  ranges_multipart_start (&mp, "XYZ", spans, 2, SIZE);
   if (bytewise) {
     for (i = 0; ok && i < b->len; i++)
-      ok = multipart_feed (&mp, b->data + i, 1);
+      ok = ranges_multipart_feed (&mp, b->data + i, 1);
   }
   else
-    ok = multipart_feed (&mp, b->data, b->len);
-  ok = ok && multipart_complete (&mp);
+    ok = ranges_multipart_feed (&mp, b->data, b->len);
+  ok = ok && ranges_multipart_complete (&mp);
   snprintf (why, size, "%s", ok ? "" : mp.why);
   if (!ok && mp.why[0] == '\0') {
     fprintf (stderr, "test-ranges.c:%d: refused without a reason\n", line);
@@ -319,7 +319,7 @@ types (void)
 
   for (i = 0; i < sizeof t / sizeof t[0]; i++) {
     cases++;
-    ok = parse_multipart_type (t[i].v, boundary, sizeof boundary);
+    ok = ranges_multipart_type (t[i].v, boundary, sizeof boundary);
     if (ok != (t[i].boundary != NULL) ||
         (ok && strcmp (boundary, t[i].boundary) != 0)) {
       fprintf (stderr, "test-ranges: Content-Type \"%s\": %s%s\n", t[i].v,

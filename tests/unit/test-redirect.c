@@ -16,8 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "curldefs.h"
-#include "redirect.h"
+#include "rules/rules.h"
 
 static unsigned failures, cases;
 static char failed_why[256];

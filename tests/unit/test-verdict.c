@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "curldefs.h"
+#include "rules/rules.h"
 
 static unsigned failures, cases;
 
@@ -484,13 +484,13 @@ parts (struct answer a, unsigned sent, const char *more)
 
   for (i = 0; i < 3; i++)
     spans[i] = (struct span) { .first = 100 * i, .last = 100 * i + 9 };
-  multipart_start (&a.mp, a.boundary, spans, 3, 1000);
+  ranges_multipart_start (&a.mp, a.boundary, spans, 3, 1000);
   for (i = 0; i < sent; i++) {
     snprintf (part, sizeof part, "--XYZ\r\nContent-Range: bytes %u-%u/1000"
               "\r\n\r\n0123456789\r\n", 100 * i, 100 * i + 9);
-    multipart_feed (&a.mp, part, strlen (part));
+    ranges_multipart_feed (&a.mp, part, strlen (part));
   }
-  multipart_feed (&a.mp, more, strlen (more));
+  ranges_multipart_feed (&a.mp, more, strlen (more));
   return a;
 }
 
@@ -508,32 +508,32 @@ several_ranges (void)
   a = parts (a, 1, "");
   EXPECT (q, a, VERDICT_PARTS, NULL);
   e = ended (a, 100, CURLE_OK);
-  multipart_complete (&e.mp);           /* as exchange.c at the end */
+  ranges_multipart_complete (&e.mp);           /* as exchange.c at the end */
   EXPECT (q, e, VERDICT_NOT_THE_PARTS_ASKED_FOR, "before the close delim");
   a = parts (a, 2, "--XYZ--\r\n");
   e = ended (a, 200, CURLE_OK);
-  multipart_complete (&e.mp);           /* as exchange.c at the end */
+  ranges_multipart_complete (&e.mp);           /* as exchange.c at the end */
   EXPECT (q, e, VERDICT_NOT_THE_PARTS_ASKED_FOR, "ranges missing");
   a = parts (a, 3, "--XYZ--\r\n");
   EXPECT (q, a, VERDICT_PARTS, NULL);
   e = ended (a, 300, CURLE_OK);
-  multipart_complete (&e.mp);           /* as exchange.c at the end */
+  ranges_multipart_complete (&e.mp);           /* as exchange.c at the end */
   EXPECT (q, e, VERDICT_PARTS, NULL);
   /* Cut off by the transport or a shutdown: how it ended decides, as for
    * one range (a retry, a stop), not the parts missing.
    */
   a = parts (a, 2, "");
   e = ended (a, 200, CURLE_RECV_ERROR);
-  multipart_complete (&e.mp);
+  ranges_multipart_complete (&e.mp);
   EXPECT (q, e, VERDICT_RETRY, NULL);
   e = ended (a, 200, CURLE_ABORTED_BY_CALLBACK);
   e.stopped = true;
-  multipart_complete (&e.mp);
+  ranges_multipart_complete (&e.mp);
   EXPECT (q, e, VERDICT_STOPPED, "shutting down");
   a = parts (a, 1, "--XYZ\r\nContent-Range: bytes 50-59/1000\r\n\r\n");
   EXPECT (q, a, VERDICT_NOT_THE_PARTS_ASKED_FOR, "not one of the ranges");
   e = ended (a, 100, CURLE_OK);
-  multipart_complete (&e.mp);           /* as exchange.c at the end */
+  ranges_multipart_complete (&e.mp);           /* as exchange.c at the end */
   EXPECT (q, e, VERDICT_NOT_THE_PARTS_ASKED_FOR, "not one of the ranges");
 
   /* One range (merged, or only the first) for several asked. */

@@ -1,0 +1,242 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * What the object at the URL is: its size, the proof that the server
+ * serves byte ranges, and its validators.  Found once, before nbdkit
+ * serves anything, so that a URL that cannot work fails at start-up
+ * with a message rather than on the first read.
+ */
+
+#include <config.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <nbdkit-plugin.h>
+
+#include "ops/ops.h"
+
+static int probe_on (struct conn *c);
+
+/* The head start goes to a server at least this far away: nearer, the
+ * round trip it saves is not worth the bytes a client may never read.
+ */
+#define HEAD_START_RTT_NS (10 * INT64_C (1000000))
+
+/* The probe's connection, while its first request is on its way. */
+static struct conn *probe_conn;
+
+/* Called by mux.c once the probe's first GET has been sent over HTTP/2
+ * (transport_when_sent), at each hop of its redirects: on the first whose
+ * connection took h2 and goes to a distant server, the head start
+ * (prefetch.c) goes out right behind it, in the same flight and with
+ * the same credentials (exchange_beside).
+ */
+static void
+head_start (void)
+{
+  static bool sent;
+  int64_t rtt;
+  const char *none = NULL;
+  uint64_t asked = 0;
+
+  if (sent)
+    return;
+  /* TLS's first round trip (connection.c), else, where libcurl's TLS
+   * is not OpenSSL's, the whole set-up: two round trips and both
+   * sides' CPU.
+   */
+  rtt = probe_conn->tls_rtt_ns > 0 ? probe_conn->tls_rtt_ns
+    : connection_handshake_ns (probe_conn) / 2;
+  if (!probe_conn->alpn_h2)
+    none = "not HTTP/2 by ALPN";
+  else if (rtt < HEAD_START_RTT_NS)
+    none = "a near server";
+  else if (!cfg.pin_object)
+    none = "pin-object=false (its answers could not be checked)";
+  else {
+    asked = readahead_head_start ();
+    if (asked == 0)
+      none = "no read-ahead";
+  }
+  if (none != NULL) {
+    nbdkit_debug ("%s: no head start: %s", cfg.shown_url, none);
+    return;
+  }
+  nbdkit_debug ("%s: HTTP/2, TLS answered in %" PRIi64 " ms: a head "
+                "start of %" PRIu64 " KiB goes beside the probe",
+                cfg.shown_url, rtt / 1000000, asked / 1024);
+  sent = true;
+}
+
+/* One validator of the object, from whichever probe answer carries it:
+ * the GET's where both do (reads are GETs, and their answers are
+ * compared with it), and an error where the two differ, which means
+ * that the object changed between them (or that HEAD and GET are
+ * answered from different copies), unless pin-object=false.  0 or -1.
+ */
+static int
+take_validator (const char *name, char *dst, size_t size, const char *head,
+                const char *get, bool etag)
+{
+  bool differ;
+
+  if (head[0] && get[0] && cfg.pin_object) {
+    differ = etag ? !verdict_etag_weak_equal (head, get)
+      : strcmp (head, get) != 0;
+    if (differ) {
+      nbdkit_error ("%s: the object changed during start-up, or HEAD and "
+                    "GET are answered from different copies: HEAD gave "
+                    "%s %.80s, a ranged GET %.80s (pin-object=false "
+                    "serves a server whose validators change although "
+                    "the object does not)", cfg.shown_url, name, head, get);
+      return -1;
+    }
+  }
+  snprintf (dst, size, "%s", get[0] ? get : head);
+  return 0;
+}
+
+/* The object's validators from HEAD (empty when it was not asked or not
+ * served) and the ranged GET.
+ */
+static int
+take_validators (const struct object_info *h, const struct object_info *get)
+{
+  object.status = get->status;
+  object.etag_on_get = get->etag[0] != '\0';
+  object.last_modified_on_get = get->last_modified[0] != '\0';
+  if (take_validator ("ETag", object.etag, sizeof object.etag,
+                      h->etag, get->etag, true) == -1 ||
+      take_validator ("Last-Modified", object.last_modified,
+                      sizeof object.last_modified, h->last_modified,
+                      get->last_modified, false) == -1)
+    return -1;
+  return 0;
+}
+
+/* On one connection borrowed from the pool: the probe's requests run
+ * one after the other.
+ */
+int
+probe_object (void)
+{
+  struct conn *c = pool_get ();
+  int r;
+
+  if (c == NULL)
+    return -1;                  /* connection_new reported why */
+  /* The pool's other connections open while the probe waits for its
+   * answer (see "Spare connections" in spares.c), unless its connection
+   * took HTTP/2 (connection.c).
+   */
+  if (!cfg.is_file)
+    spares_want (cfg.connections - 1);
+  r = probe_on (c);
+  spares_want (0);
+  pool_put (c);
+  return r;
+}
+
+/* file://: libcurl's handler fakes Content-Length and seeks for a
+ * range, so there is nothing more to prove, and nothing to pin.
+ */
+static int
+probe_file (struct conn *c)
+{
+  struct object_info head = { .size = -1 };
+
+  if (request_head (c, &head) != VERDICT_OK)
+    return -1;                  /* reported */
+  if (head.size < 0) {
+    nbdkit_error ("%s: cannot find the file's size", cfg.shown_url);
+    return -1;
+  }
+  object = head;
+  object_serving ();
+  return 0;
+}
+
+/* HEAD, for validators the GET's answer did not carry.  One that is not
+ * served is no error (presigned URLs are signed for GET only): head
+ * stays without validators.
+ */
+static int
+probe_head (struct conn *c, struct object_info *head)
+{
+  enum verdict v = request_head (c, head);
+
+  if (v == VERDICT_OK || v == VERDICT_UNSUPPORTED)
+    return 0;
+  return -1;                    /* reported */
+}
+
+/* One ranged GET of the object's first bytes answers everything in one
+ * exchange, as a client's own first GET would: the size (Content-Range
+ * total), that ranges work (Accept-Ranges is only a hint: proxies strip
+ * it, and some servers send it and then answer 200; a 206 is the
+ * proof), the validators, and the bytes a client most often reads first
+ * (a partition table, a boot sector, a format's header), kept for it
+ * (remote.c).  An empty object answers 416 "bytes STAR/0" (or 200 with no
+ * body), and a smaller one with the bytes it has.  HEAD follows only
+ * when the GET's answer carries no validator.
+ */
+static int
+probe_on (struct conn *c)
+{
+  static char first[FIRST_BYTES];
+  struct object_info head = { .size = -1 };
+  struct object_info get = { .size = -1 };
+  uint32_t got;
+  int r;
+
+  if (cfg.is_file)
+    return probe_file (c);
+  probe_conn = c;
+  transport_when_sent (head_start);
+  r = request_get_first (c, NULL, &get, 0, first, sizeof first, &got);
+  transport_when_sent (NULL);
+  if (r == -1)
+    return -1;
+  switch (transport_choose (c->easy, timing_round_trip ())) {
+  case TRANSPORT_SHARED:        /* spares where ALPN could not be read */
+    spares_want (0);
+    spares_drop ();
+    break;
+  case TRANSPORT_ASK_HTTP1:     /* nothing to ask of an empty object */
+    if (get.size == 0)
+      transport_near (false, "the object is empty");
+    else
+      transport_near (request_answers (c, get.size),
+                      "the server does not answer HTTP/1.1");
+    break;
+  default:
+    break;
+  }
+  if (get.size < 0) {
+    nbdkit_error ("GET %s: the answer does not give the object's size "
+                  "(Content-Range total is '*')", cfg.shown_url);
+    return -1;
+  }
+  if (cfg.pin_object && !get.etag[0] && !get.last_modified[0] &&
+      probe_head (c, &head) == -1)
+    return -1;
+  if (take_validators (&head, &get) == -1 ||
+      digests_check (&cfg.checksum, head.digests, head.digests_cut) == -1 ||
+      digests_check (&cfg.checksum, get.digests, get.digests_cut) == -1)
+    return -1;
+  object.size = get.size;
+  /* What mirrors' digests are compared with (mirrors.c). */
+  snprintf (object.digests, sizeof object.digests, "%s",
+            get.digests[0] ? get.digests : head.digests);
+  object.digests_cut = get.digests_cut || head.digests_cut;
+  nbdkit_debug ("%s: %" PRIi64 " bytes, ETag %s, Last-Modified %s",
+                cfg.shown_url, object.size,
+                object.etag[0] ? object.etag : "(none)",
+                object.last_modified[0] ? object.last_modified : "(none)");
+  object_first_bytes (first, got);
+  object_serving ();
+  return 0;
+}
