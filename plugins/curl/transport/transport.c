@@ -115,13 +115,17 @@ transport_begin (struct transport_req *r)
 {
   const struct transport *t = current ();
 
+  r->by = t;
   r->done = false;
   r->next = NULL;
   return t->begin != NULL ? t->begin (r) : CURLE_FAILED_INIT;
 }
 
+/* The end of r, begun by transport_begin: by the transport that began
+ * it, even if the probe's answer chose the other since.
+ */
 CURLcode
 transport_wait (struct transport_req *r, bool *client_gone)
 {
-  return current ()->wait (r, client_gone);
+  return r->by->wait (r, client_gone);
 }

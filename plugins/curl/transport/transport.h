@@ -41,6 +41,7 @@ struct conn {
  * memory until transport_wait returns.
  */
 struct transport_req {
+  const struct transport *by;   /* the transport that began it */
   CURL *easy;
   CURLcode rc;
   bool done;
