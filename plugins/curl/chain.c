@@ -17,6 +17,10 @@
 
 #include <config.h>
 
+#include <stdio.h>
+
+#include <nbdkit-plugin.h>
+
 #include "chain.h"
 
 #define MAX_LINKS 8
@@ -44,8 +48,10 @@ chain_build (void)
     { .name = "first bytes", .pread = first_bytes_link },
     { .name = "queue", .pread = pool_link },
   };
-  const struct read_link *below = NULL;
+  const struct read_link *below = NULL, *l;
   unsigned i, n = 0;
+  char names[128];
+  size_t len = 0;
 
   _Static_assert (sizeof all / sizeof all[0] <= MAX_LINKS, "MAX_LINKS");
   for (i = sizeof all / sizeof all[0]; i-- > 0; ) {
@@ -56,6 +62,10 @@ chain_build (void)
     below = &links[n++];
   }
   top = below;
+  for (l = top; l != NULL && len < sizeof names; l = l->next)
+    len += snprintf (names + len, sizeof names - len, "%s%s",
+                     l == top ? "" : ", ", l->name);
+  nbdkit_debug ("read chain: %s", names);
 }
 
 int
