@@ -15,22 +15,21 @@
  * its blocks again.  The spill file is unlinked, in $TMPDIR, else /var/tmp:
  * on disk, not in memory.  nbdcopy splits an image among its workers in
  * regions of 128 MiB and reads them at once.  All but the first go to the
- * spill file, up to SPILL_MAX at a time.
- *
- * Some bytes cannot be spilled: the file is full, cannot be made, or would
- * pass ulimit -f.  For those, served.c keeps the SHA-256 of the bytes the
- * read returned.  Once every byte has been read at least once, the read
- * that completed it reads again, in order, whatever is neither hashed nor
- * spilled.  Those reads go down the links below, as an NBD connection of
- * their own (sum.own).  However the frontier hashes a range that kept a
- * digest, the bytes hashed for it must have that digest.  If not, the
- * object changed while it was read.  A pin proves no bytes: nginx's ETag
- * survives a cp -p of another version.  Those bytes cost three passes (the
- * digest kept, the digest compared, the object's) and a second read.  Past
- * served.c's cap, or when the spill file cannot be read back, bytes are
- * noted as unverifiable.  The verdict then says so instead of a match.  A
- * mismatch fails that read and every read after it, and says so.  A client
- * that never reads every byte gets no verdict; -v shows that at unload.
+ * spill file, up to SPILL_MAX at a time.  Some bytes cannot be spilled: the
+ * file is full, cannot be made, or would pass ulimit -f.  For those,
+ * served.c keeps the SHA-256 of the bytes the read returned.  Once every
+ * byte has been read at least once, the read that completed it reads again,
+ * in order, whatever is neither hashed nor spilled.  Those reads go down
+ * the links below, as an NBD connection of their own (sum.own).  However
+ * the frontier hashes a range that kept a digest, the bytes hashed for it
+ * must have that digest.  If not, the object changed while it was read.  A
+ * pin proves no bytes: nginx's ETag survives a cp -p of another version.
+ * Those bytes cost three passes (the digest kept, the digest compared, the
+ * object's) and a second read.  Past served.c's cap, or when the spill file
+ * cannot be read back, bytes are noted as unverifiable.  The verdict then
+ * says so instead of a match.  A mismatch fails that read and every read
+ * after it, and says so.  A client that never reads every byte gets no
+ * verdict; -v shows that at unload.
  *
  * One read at a time hashes (sum.hashing), and it does so without the lock.
  * Other reads meanwhile only spill their bytes and go on.  A read that

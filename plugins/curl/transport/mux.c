@@ -6,15 +6,14 @@
  * this transport where the server speaks HTTP/2 (mux_choose, after the
  * probe's first answer).
  *
- * libcurl multiplexes only the transfers of one multi handle.  Easy handles
+ * libcurl multiplexes only the transfers of one multi handle: easy handles
  * performed each in its own thread never share a connection.  So each
  * request's easy handle is handed to one multi handle, which a thread of
  * this file drives.  The nbdkit thread that asked waits for its end
- * (mux_perform, which callers reach as transport_perform).  The handle
- * keeps its callbacks (request/callbacks.c).  So each answer is judged as
- * it arrives exactly as over HTTP/1.1, only in this file's thread.  The
- * verdict, the retries and the copy to the client stay in the thread that
- * asked (request/).
+ * (mux_perform, reached as transport_perform).  The handle keeps its
+ * callbacks (request/callbacks.c), so each answer is judged as it arrives
+ * exactly as over HTTP/1.1, only in this file's thread.  The verdict, the
+ * retries and the copy to the client stay in the thread that asked.
  *
  * CURLOPT_PIPEWAIT makes a request wait for the connection being made,
  * instead of opening another.  So all requests go on one connection per
@@ -25,14 +24,13 @@
  * a link.
  *
  * The probe runs in .get_ready, before nbdkit forks, where no thread may
- * start.  There mux_perform drives the multi handle itself.  The probe's
+ * start: there mux_perform drives the multi handle itself.  The probe's
  * connection stays in the multi handle's cache, and the thread goes on with
  * it once nbdkit runs (mux_start).  So do the head start's requests
- * (request/headstart.c).  They are begun beside the probe's request
- * (mux_when_sent, mux_begin), and still run across the fork.  Their owners
- * wait for them once they have threads (mux_wait).  If nbdkit stops before
- * that, the owners drive the multi handle themselves until the requests
- * end.
+ * (request/headstart.c), begun beside the probe's (mux_when_sent,
+ * mux_begin) and still running across the fork.  Their owners wait for them
+ * once they have threads (mux_wait).  If nbdkit stops before that, they
+ * drive the multi handle themselves until the requests end.
  */
 
 #include <config.h>
