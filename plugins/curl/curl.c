@@ -29,8 +29,8 @@
  * one thread that drives every stream (transport/mux.c), and the worker
  * waits for it.  The plugin's own threads start only after the fork that
  * follows .get_ready.  Those are HTTP/2's thread, one per read-ahead
- * segment, one per extra piece of a split read, one per source when there are
- * mirrors, and the spares' timer.  A script run's waiter thread
+ * segment, one per extra piece of a split read, one per source when there
+ * are mirrors, and the spares' timer.  A script run's waiter thread
  * (scripts/spawn.c) lives only as long as the run.  The connection the
  * probe opened survives the fork and is reused.  So are the spare
  * connections opened beside it (transport/spares.c).  pool_start keeps them

@@ -19,8 +19,8 @@
  * GET of its first byte that carries its pin: a mirror that changed answers
  * 412 and stays out.  Each mirror has its own pin, made from its own
  * validators (see probe_new).  For one proven by a digest, the pin is also
- * the digest header that proved it.  Over HTTP/2 libcurl gives each origin
- * its own connection.
+ * the digest header that proved it.  Even over HTTP/2 each origin gets a
+ * connection of its own from libcurl.
  */
 
 #include <config.h>

@@ -33,14 +33,14 @@
  * or NBD_CMD_CACHE may fall into what a stream asked for.  It is served,
  * and changes nothing else.
  *
- * A segment serves reads only once its whole answer has come and been
- * judged, as a read's own answer would be.  A body cut short is an error,
- * never data, even for the bytes that came.  A file truncated or rewritten
- * while the server sent it ends so.  That is why segments are at most
- * MAX_SEG, and up to RUNNING_PER_STREAM of a stream are on their way at
- * once.  A read waits for its segment at most patience_ns.  A server that
- * sends large ranges slowly would otherwise make it wait longer than its
- * own GET would.  Then the read asks for its own bytes, and the stream
+ * Whole answers.  A segment serves reads only once its whole answer has
+ * come and been judged, as a read's own answer would be.  A body cut short
+ * is an error, never data, even for the bytes that came.  A file truncated
+ * or rewritten while the server sent it ends so.  That is why segments are
+ * at most MAX_SEG, and up to RUNNING_PER_STREAM of a stream are on their
+ * way at once.  A read waits for its segment at most patience_ns.  A server
+ * that sends large ranges slowly would otherwise make it wait longer than
+ * its own GET would.  Then the read asks for its own bytes, and the stream
  * stops.  After a segment failed or was too slow, no new stream starts for
  * BACKOFF_NS, doubled each time.
  *
@@ -71,7 +71,7 @@
 
 #define RUNNING_PER_STREAM 8    /* GETs in flight for one stream */
 #define MIN_SEG (128 * 1024)
-/* A read waits for the whole of its segment's answer (see Segments):
+/* A read waits for the whole of its segment's answer (see Whole answers):
  * 4 MiB take 34 ms at 1 Gbit/s.
  */
 #define MAX_SEG (4 * 1024 * 1024)

@@ -27,8 +27,8 @@
  * (transport/mux.c).  A prototype of it measured no better on this
  * project's 2-core machines.  The test was fio's 4 KiB random reads, one
  * NBD connection, queue depth 64.  At connections=4/16/64 the pool gave
- * 9.7k/11.3k/14.9k IOPS, the multi worker 8.5k/12.9k/13.1k.  A sequential 1
- * GiB nbdcopy took the same time.  Both are bound by context switches,
+ * 9.7k/11.3k/14.9k IOPS, the multi worker 8.5k/12.9k/13.1k.  A sequential
+ * nbdcopy of 1 GiB took the same time.  Both are bound by context switches,
  * about five per request, not by libcurl.
  *
  * Every answer is judged before a byte reaches the caller's buffer.  The

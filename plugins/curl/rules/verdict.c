@@ -5,10 +5,10 @@
  * The verdict on an answer (see verdict.h).  Over HTTP a GET must be 206
  * with exactly the requested range.  Its Content-Range must be exactly a
  * requested range of an object of the size found at start-up.  In a
- * multipart answer each part's must be, which ranges.c checks.  And the
- * body must be exactly those bytes.  HEAD and PUT answers are judged by
- * their status once they ended (judge_status).  That also says when the
- * server does not serve the request at all (VERDICT_UNSUPPORTED).
+ * multipart answer each part's Content-Range must be, as ranges.c checks.
+ * And the body must be exactly those bytes.  HEAD and PUT answers are
+ * judged by their status once they ended (judge_status).  That also says
+ * when the server does not serve the request at all (VERDICT_UNSUPPORTED).
  *
  * callbacks.c asks at the end of each header block and on each piece of
  * body, and exchange.c at the end of the transfer.  The same facts give the
