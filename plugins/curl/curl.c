@@ -4,42 +4,44 @@
  *
  * The plugin table and the NBD callbacks, nothing else.
  *
- * How it works.  config.c parses the parameters.  In .get_ready, before
- * nbdkit forks into the background or accepts a client, probe.c asks
- * for the object's first bytes with one ranged GET, whose 206 proves
- * that the server answers ranges and whose Content-Range gives the size
- * (HEAD follows only when that answer carries no validator); the bytes
- * are kept for the client's first reads.  After that NBD reads are
- * GETs with "Range: bytes=A-B", exactly the bytes asked for: one read per
- * GET when nothing else waits, else the reads that wait together in one
- * GET of several ranges (pool.c gathers them, batch.c asks for them),
- * answered as multipart/byteranges (ranges.c).  A client that keeps few
- * reads in flight and reads on sequentially is read ahead of (prefetch.c),
- * which NBD_CMD_CACHE asks for too.  Every NBD write is one PUT with
- * "Content-Range: bytes A-B/TOTAL" (TOTAL being "*").  engine.c makes
- * all of these requests, and verdict.c judges every answer (HEAD and
- * PUT by their status).
+ * How it works.  config/ parses the parameters.  In .get_ready, before
+ * nbdkit forks or accepts a client, ops/probe.c asks for the object's first
+ * bytes with one ranged GET.  Its 206 proves that the server answers
+ * ranges, and its Content-Range gives the size.  HEAD follows only when
+ * that answer carries no validator.  The first bytes are kept for the
+ * client's first reads.
  *
- * Threads.  The thread model is parallel: nbdkit runs requests from all
- * clients at once in its own worker threads, and each of those runs its
- * HTTP request itself on an easy handle borrowed from a pool of
- * connections= handles (waiting when all are busy; reads that wait
- * together are batched, pool.c); over HTTP/2 the request is handed to
- * the thread that drives every stream on one connection (mux.c) and the
- * nbdkit thread waits for it.  The plugin's own threads (that one,
- * read-ahead's segments, the spare connections' timer) start only once
- * nbdkit serves (a script run's waiter thread, spawn.c, lives only as long as
- * the run), after the fork that follows .get_ready, and the
- * connection the probe opened is inherited and reused, as are the
- * spare connections opened beside it (spares.c), which .after_fork
- * keeps for a server far away and closes for one near (pool_start).
+ * Then chain.c builds the read chain, which every NBD read goes down.  Each
+ * read becomes a GET with "Range: bytes=A-B", exactly the bytes asked for.
+ * Reads that wait together share one GET of several ranges, answered as
+ * multipart/byteranges.  read/pool.c gathers them, read/batch.c asks for
+ * them, rules/ranges.c parses the answer.  A client that keeps few reads in
+ * flight and reads sequentially is read ahead of (read/readahead.c).
+ * NBD_CMD_CACHE asks for read-ahead too.  Every NBD write is one PUT with
+ * "Content-Range: bytes A-B/TOTAL", TOTAL being "*" (ops/writing.c).
+ * request/ makes all of these requests.  rules/verdict.c judges every
+ * answer, HEAD and PUT by their status.
  *
- * Multi-conn.  A client may open several NBD connections only when every
- * connection sees every other's writes at once and a flush on one
- * covers all.  Reads through any connection see the same object, so
- * read-only handles advertise multi-conn.  HTTP has no flush, and a PUT
- * in flight on one connection may not be visible to a GET on another,
- * so a writable handle does not.
+ * Threads.  The thread model is parallel: nbdkit runs all clients' requests
+ * at once in its own worker threads.  Each worker runs its HTTP request
+ * itself, on a connection borrowed from the pool of connections= handles,
+ * and waits when all are busy.  Over HTTP/2 the request goes instead to the
+ * one thread that drives every stream (transport/mux.c), and the worker
+ * waits for it.  The plugin's own threads start only after the fork that
+ * follows .get_ready.  Those are HTTP/2's thread, one per read-ahead
+ * segment, one per extra piece of a split read, one per source when there
+ * are mirrors, and the spares' timer.  A script run's waiter thread
+ * (scripts/spawn.c) lives only as long as the run.  The connection the
+ * probe opened survives the fork and is reused.  So are the spare
+ * connections opened beside it (transport/spares.c).  pool_start keeps them
+ * for a server far away and closes them for one near.
+ *
+ * Multi-conn.  A client may open several NBD connections only when each
+ * sees every other's writes at once and a flush on one covers all.  Reads
+ * through any connection see the same object, so read-only handles
+ * advertise multi-conn.  HTTP has no flush, and a PUT in flight on one
+ * connection may not be visible to a GET on another.  So a writable handle
+ * does not.
  */
 
 #include <config.h>
@@ -268,7 +270,7 @@ curl_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
 }
 
 /* NBD_CMD_CACHE, which nbdkit's readahead and scan filters send too:
- * read the range ahead (prefetch.c).  Without read-ahead memory
+ * read the range ahead (read/readahead.c).  Without read-ahead memory
  * (readahead-size=0) there is nothing to cache into.
  */
 static int

@@ -2,16 +2,16 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Every parameter: params.h's table gives each its field, default,
- * kind and help line; config_set parses each value as it arrives with
- * its kind's parser (values.c), and config_complete checks the
- * combinations, so that a bad command line fails before nbdkit serves
- * anything.  config_apply sets the libcurl options that follow from
- * them on every handle.  A parameter that only sets such an option is a
- * row in params.h, a line in config_apply and an item in the man page.
- * One that changes what a request carries to whom (credentials,
- * cookies and headers go to url='s own origin only: the ORIGIN column)
- * or how an answer is judged touches the engine too.
+ * Every parameter.  params.h's table gives each its field, default, kind
+ * and help line.  config_set parses each value as it arrives, with its
+ * kind's parser (values.c).  config_complete checks the combinations, so
+ * that a bad command line fails before nbdkit serves anything.
+ * config_apply sets the libcurl options that follow from them on every
+ * handle.  A parameter that only sets such an option is a row in params.h,
+ * a line in config_apply and an item in the man page.  Some change what a
+ * request carries to whom: credentials, cookies and headers go to url='s
+ * own origin only (the ORIGIN column).  Those, and parameters that change
+ * how an answer is judged, touch request/ or the rules too.
  */
 
 #include <config.h>

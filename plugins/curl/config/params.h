@@ -2,13 +2,13 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Every parameter, one row each: from this table come the fields of
- * struct curl_config (config.h), their defaults, the parser each
- * value goes through (config.c), the help text, and --dump-plugin's
- * list of the parameters that go only to url='s origin.  Adding a
- * parameter is a row here, a line in config_apply when it sets a
- * libcurl option, and an item in the man page (test-curl-docs.sh holds
- * the man page to this table).
+ * Every parameter, one row each.  From this table come the fields of struct
+ * curl_config (config.h), their defaults, and the parser each value goes
+ * through (config.c's table, values.c's parsers).  So do the help text, and
+ * --dump-plugin's list of the parameters that go only to url='s origin.
+ * Adding a parameter is a row here, and an item in the man page;
+ * test-curl-docs.sh holds the man page to this table.  One that sets a
+ * libcurl option is also a line in config_apply.
  *
  * PARAM (KEY, KIND, TYPE, FIELD, DEFAULT, LO, HI, ORIGIN, HELP):
  *   KIND     how the value is parsed (values.c's values_KIND):

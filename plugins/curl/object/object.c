@@ -2,12 +2,14 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * What is known about the object at the URL: its size and validators
- * (probe.c finds them once, before nbdkit serves anything), whether
- * reads are pinned to them, whether the server answers multi-range GETs,
- * and whether the plugin serves yet.
- * Near the bottom of the plugin's files: the engine, the reads and the
- * writes look at it, and it calls none of them.
+ * What is known about the object at the URL.  ops/probe.c finds its size
+ * and validators once, before nbdkit serves anything.  This file keeps
+ * them, with the first bytes that the probe got.  It also says whether
+ * reads are pinned to the validators, and whether the server answers
+ * multi-range GETs.  And it says whether the plugin serves yet, whether
+ * nbdkit stops, and how often answers showed that the object changed.  It
+ * is near the bottom of the plugin: requests, reads and writes look at it,
+ * and it calls none of them.
  */
 
 #include <config.h>
@@ -266,7 +268,7 @@ object_piece_thread (const bool *flag)
 }
 
 /* How many answers showed that the object changed: read-ahead drops what
- * it holds when this moves (prefetch.c).
+ * it holds when this moves (read/readahead.c).
  */
 static unsigned changed;
 

@@ -2,29 +2,28 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Which source a read goes to, when mirror= names more than url=: the
- * one expected to answer it first.  Each source is taken for a pipe: a
- * wait L for a first byte, then a speed R, both measured as its
- * answers come (R: their bytes over the time some were coming, however
- * short each answer).  A request of B bytes, asked of a source whose
- * running requests still wait for Q bytes, is expected at
+ * Which source a read goes to, when mirror= names more than url=: the one
+ * expected to answer it first.  Each source is taken for a pipe: a wait L
+ * for a first byte, then a speed R, both measured as its answers come.  R
+ * is their bytes over the time some were coming, however short each answer.
+ * A request of B bytes, asked of a source whose running requests still wait
+ * for Q bytes, is expected at
  *
  *     max (L, Q / R) + B / R
  *
- * (its request goes out at once, and its bytes follow those queued, or
- * the wait, whichever is longer), so that a mirror four times slower
- * gets a fifth of the bytes, not half (splitting a file evenly makes
- * the slowest source set the pace), and one that falls behind gets
- * less until it catches up.  A request that takes much longer than
- * that, or whose bytes stop coming, is stopped and asked of another
- * source (sources_hedge_due); a source that fails, changes or stalls is
- * dropped and asked again later by mirrors.c, with a longer wait each
- * time it fails again.  When every source is down, reads go to the one
- * dropped that is due first, and fail as they would with url= alone.
- *
- * One lock guards the table's scheduling fields: it is taken as a
- * request begins, at its first byte and as it ends, not for each piece
- * of body (sources_got counts those with an atomic add).
+ * It goes out at once, and its bytes follow those queued or the wait,
+ * whichever is longer.  So a mirror four times slower gets a fifth of the
+ * bytes, not half, and one that falls behind gets less until it catches up.
+ * An even split would let the slowest source set the pace.  A request that
+ * takes much longer than expected, or whose bytes stop coming, is stopped
+ * and asked of another source (sources_hedge_due).  A source that fails,
+ * changes or stalls is dropped.  ops/mirrors.c asks it again later, with a
+ * longer wait each time it fails again.  When every source is down, reads
+ * go to the dropped one that is due first, and fail as they would with url=
+ * alone.  One lock guards the scheduling fields (struct sched), which only
+ * this file touches.  A request takes it as it begins, at its first byte,
+ * at most every CHECK_NS to see whether it is too slow, and as it ends.
+ * Pieces of body are counted without it, by an atomic add (sources_got).
  */
 
 #include <config.h>

@@ -2,25 +2,25 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * mirror=URL: more sources of the object at url=.  A mirror serves
- * reads only once it is proven to hold the same object as url= did when
- * the probe found it: the same size, and a content digest (one it and
- * url= state alike, or one equal to checksum=), or url='s strong ETag
- * only with mirror-same-etag=true: an ETag names a version of one URL's
- * resource, and two files of one size and mtime get one nginx ETag even
- * on one server.  Anything less and it is
- * refused, with a message that says why: same-sized versions of an
- * image are common, and one block of another would be served as this
- * one's.
+ * mirror=URL: more sources of the object at url=.  A mirror serves reads
+ * only once it is proven to hold the same object as url= did when the probe
+ * found it.  It must have the same size, and a content digest: one that it
+ * and url= state alike, or one equal to checksum=.  url='s strong ETag
+ * proves it only with mirror-same-etag=true.  An ETag names a version of
+ * one URL's resource, and two files of one size and mtime get one nginx
+ * ETag, even on one server.  With anything less the mirror is refused, with
+ * a message that says why.  Same-sized versions of an image are common, and
+ * one block of another would be served as this one's.
  *
- * Each source has a thread, started after nbdkit forks, that proves it
- * (a mirror) so that none costs start-up a round trip: reads go to url=
- * until a mirror joins.  The same thread asks its source again when it
- * failed and sources.c says it is due, with one GET of its first byte
- * that carries its pin (a mirror that changed answers 412 and stays
- * out).  Each mirror has its own pin, made from its own validators and,
- * for one proven by a digest, the digest header that proved it (see
- * probe_new); over HTTP/2 libcurl gives each origin its own connection.
+ * Each source has a thread, on a connection of its own, started after
+ * nbdkit forks.  It proves its mirror, so that none costs start-up a round
+ * trip: reads go to url= until a mirror joins.  The same thread asks its
+ * source again when it failed and sources.c says it is due.  That is one
+ * GET of its first byte that carries its pin: a mirror that changed answers
+ * 412 and stays out.  Each mirror has its own pin, made from its own
+ * validators (see probe_new).  For one proven by a digest, the pin is also
+ * the digest header that proved it.  Even over HTTP/2 each origin gets a
+ * connection of its own from libcurl.
  */
 
 #include <config.h>

@@ -2,10 +2,11 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * What the object at the URL is: its size, the proof that the server
- * serves byte ranges, and its validators.  Found once, before nbdkit
- * serves anything, so that a URL that cannot work fails at start-up
- * with a message rather than on the first read.
+ * What the object at the URL is: its size, the proof that the server serves
+ * byte ranges, and its validators.  They are found once, before nbdkit
+ * serves anything.  So a URL that cannot work fails at start-up, with a
+ * message, rather than on the first read.  The probe's first answer also
+ * chooses the transport (transport_choose).
  */
 
 #include <config.h>
@@ -31,7 +32,7 @@ static struct conn *probe_conn;
 /* Called by mux.c once the probe's first GET has been sent over HTTP/2
  * (transport_when_sent), at each hop of its redirects: on the first whose
  * connection took h2 and goes to a distant server, the head start
- * (prefetch.c) goes out right behind it, in the same flight and with
+ * (read/readahead.c) goes out right behind it, in the same flight and with
  * the same credentials (exchange_beside).
  */
 static void
@@ -179,9 +180,9 @@ probe_head (struct conn *c, struct object_info *head)
  * it, and some servers send it and then answer 200; a 206 is the
  * proof), the validators, and the bytes a client most often reads first
  * (a partition table, a boot sector, a format's header), kept for it
- * (remote.c).  An empty object answers 416 "bytes STAR/0" (or 200 with no
- * body), and a smaller one with the bytes it has.  HEAD follows only
- * when the GET's answer carries no validator.
+ * (object/object.c).  An empty object answers 416 "bytes STAR/0" (or
+ * 200 with no body), and a smaller one with the bytes it has.  HEAD
+ * follows only when the GET's answer carries no validator.
  */
 static int
 probe_on (struct conn *c)

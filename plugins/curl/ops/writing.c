@@ -2,9 +2,9 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Writes: each NBD write is a partial PUT (request_put), and the gate
- * below decides when a write may go and checks that the server really
- * wrote only the bytes asked for.
+ * Writes: each NBD write is a partial PUT (request_put).  The gate below
+ * decides when a write may go.  It checks that the server really wrote only
+ * the bytes asked for.
  */
 
 #include <config.h>

@@ -2,13 +2,13 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * One batch of reads (pool.c gathers them) as few requests as the
- * server allows.  Reads that touch or overlap are merged into one range
- * (a span); separate ranges go in one multi-range request ("Range:
+ * One batch of reads, gathered by pool.c, asked as few requests as the
+ * server allows.  Reads that touch or overlap are merged into one range, a
+ * span.  Separate spans go in one multi-range request ("Range:
  * bytes=A-B,C-D"), up to MAX_SPANS of them, answered as
- * multipart/byteranges.  A server that does not answer a multi-range
- * request with exactly the parts asked for (S3 answers 200 with the
- * whole object, some servers merge ranges) is asked one range per
+ * multipart/byteranges.  Some servers do not answer a multi-range request
+ * with exactly the parts asked for.  S3 answers 200 with the whole object,
+ * and some servers merge ranges.  Such a server is asked one range per
  * request from then on (object_no_multirange).
  */
 

@@ -2,8 +2,8 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The queue's batches, which pool.c gathers and batch.c asks for
- * (struct read_req is in rules/ranges.h).
+ * The queue's batches, which pool.c gathers and batch.c asks for.  struct
+ * read_req is in rules/ranges.h.
  */
 
 #ifndef BATCH_H

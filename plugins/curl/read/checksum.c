@@ -2,39 +2,39 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * checksum=ALGO:HEX (digests.c): the object is held to a digest the
- * user gives.  Pinning proves that every read comes from one version of
- * the object; this proves that it is the version the user expects,
- * without a second pass over the copy.
+ * The checksum link, for checksum=ALGO:HEX (rules/digests.c): the object is
+ * held to a digest the user gives.  Pinning proves that every read comes
+ * from one version of the object.  This proves that it is the version the
+ * user expects, without a second pass over the copy.
  *
  * The digest is of the bytes reads return, in the object's order.  The
- * bytes before the frontier have been hashed.  The read that starts at
- * or before the frontier and ends past it hashes its own bytes and moves
- * the frontier on.  A read further on is written, at its own offset, to
- * a spill file (unlinked, in $TMPDIR, else /var/tmp: on disk, not in
- * memory) and hashed from there when the frontier reaches it, which
- * frees its blocks again.  nbdcopy splits an image among its workers in
- * regions of 128 MiB and reads them at once: all but the first go to
- * the spill file, up to SPILL_MAX at a time.  What could not be spilled
- * (the file is full, cannot be made, or would pass ulimit -f) keeps the
- * SHA-256 of the bytes the read returned (served.c).  Once every byte
- * has been read at least once, the read that completed it reads again,
- * in order, whatever is neither hashed nor spilled; whichever way the
- * frontier hashes a range that kept a digest, the bytes hashed for it
- * must have that digest, or the object changed while it was read (a
- * pin proves no bytes: nginx's ETag survives a cp -p of another
- * version).  Those bytes cost three passes (the digest kept, the
- * digest compared, the object's) and a second read.  Past served.c's
- * cap, or when the spill file cannot be read back, bytes are noted as
- * unverifiable, and the verdict says so instead of a match.  A
- * mismatch fails that read and every read after it, and says so; a
- * client that never reads every byte gets no verdict (said at unload
- * with -v).
+ * bytes before the frontier have been hashed.  The read that starts at or
+ * before the frontier and ends past it hashes its own bytes, and moves the
+ * frontier on.  A read further on is written, at its own offset, to a spill
+ * file.  It is hashed from there when the frontier reaches it, which frees
+ * its blocks again.  The spill file is unlinked, in $TMPDIR, else /var/tmp:
+ * on disk, not in memory.  nbdcopy splits an image among its workers in
+ * regions of 128 MiB and reads them at once.  All but the first go to the
+ * spill file, up to SPILL_MAX at a time.  Some bytes cannot be spilled: the
+ * file is full, cannot be made, or would pass ulimit -f.  For those,
+ * served.c keeps the SHA-256 of the bytes the read returned.  Once every
+ * byte has been read at least once, the read that completed it reads again,
+ * in order, whatever is neither hashed nor spilled.  Those reads go down
+ * the links below, as an NBD connection of their own (sum.own).  However
+ * the frontier hashes a range that kept a digest, the bytes hashed for it
+ * must have that digest.  If not, the object changed while it was read.  A
+ * pin proves no bytes: nginx's ETag survives a cp -p of another version.
+ * Those bytes cost three passes (the digest kept, the digest compared, the
+ * object's) and a second read.  Past served.c's cap, or when the spill file
+ * cannot be read back, bytes are noted as unverifiable.  The verdict then
+ * says so instead of a match.  A mismatch fails that read and every read
+ * after it, and says so.  A client that never reads every byte gets no
+ * verdict; -v shows that at unload.
  *
- * One read at a time hashes (sum.hashing): it does so without the
- * lock, so that other reads only spill their bytes and go on.  A read
- * that cannot spill takes its digest under the lock, so that the
- * frontier cannot pass its range before the digest is kept.
+ * One read at a time hashes (sum.hashing), and it does so without the lock.
+ * Other reads meanwhile only spill their bytes and go on.  A read that
+ * cannot spill takes its digest under the lock.  So the frontier cannot
+ * pass its range before the digest is kept.
  */
 
 #include <config.h>

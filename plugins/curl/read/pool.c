@@ -2,27 +2,28 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Who gets a connection when: the pool of easy handles, and the queue
- * of NBD reads waiting for one.
+ * The queue, the last link of the read chain, and the pool of connections
+ * that it lends.
  *
- * The pool holds up to connections= easy handles, each keeping its own
- * keep-alive connection, so the number of TCP (or TLS) connections to one
- * origin never exceeds connections= (a handle keeps one to url='s origin
- * and one to a redirect's target on another).  Over HTTP/2 it
- * holds up to the transport's slots, whose requests are streams on the
- * multi handle's connections instead.  A request borrows a handle
- * and runs it in the calling nbdkit thread; the idle handles are a LIFO
- * stack, so the most recently used (warm) connection is reused first.
+ * Over HTTP/1.1 the pool holds up to connections= easy handles, each with
+ * its own keep-alive connection.  So the TCP or TLS connections to one
+ * origin never exceed connections=.  A handle keeps one to url='s origin,
+ * and one to a redirect's target on another.  Over HTTP/2 the pool holds up
+ * to the transport's slots, whose requests are streams on a shared
+ * connection instead.  A request borrows a handle and runs in the calling
+ * nbdkit thread.  The idle handles are a LIFO stack, so the most recently
+ * used, warm connection is reused first.  The probe, writes and
+ * read-ahead's segments borrow their handles here too.
  *
- * Reads are batched.  Each NBD read joins a queue; a thread that finds
- * its read queued and a handle free takes the whole queue (up to
- * MAX_BATCH reads) and asks for all of it in one request, then wakes
- * the threads whose reads it carried.  With nothing queued that is one
- * read per request; under load (a client with many requests in flight)
- * it is one request per batch (batch.c: how a batch is asked for).
- * The cost of an HTTP request is mostly per request, not per byte:
- * nginx spent 83 us of CPU per single 4 KiB range here and 19 us per
- * range in requests of 16 (8,000 random ranges each way with curl -K).
+ * Reads are batched.  Each NBD read joins a queue.  A thread that finds its
+ * read queued and a handle free takes the queue, up to MAX_BATCH reads.  It
+ * asks for all of them in one request (batch.c), then wakes the threads
+ * whose reads it carried.  With nothing queued that is one read per
+ * request.  Under load, with a client that keeps many requests in flight,
+ * it is one request per batch.  An HTTP request costs mostly per request,
+ * not per byte.  Here nginx spent 83 us of CPU per single 4 KiB range, and
+ * 19 us per range in requests of 16.  That was 8,000 random ranges each
+ * way, with curl -K.
  */
 
 #include <config.h>
@@ -45,9 +46,9 @@ NBDKIT_DLL_PUBLIC int curl_debug_batch = 64;
  */
 #define MAX_BATCH_BYTES (8 * 1024 * 1024)
 
-/* A server at least SLOW_NS away (curldefs.h) gets all connections=
- * and gathering (see limit_locked and gather_locked); one at least
- * FAR_NS away keeps the connections opened during the probe
+/* A server at least SLOW_NS away (transport/transport.h) gets all
+ * connections= and gathering (see limit_locked and gather_locked); one
+ * at least FAR_NS away keeps the connections opened during the probe
  * (pool_start).
  */
 #define FAR_NS (10 * 1000000)

@@ -2,50 +2,50 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Read-ahead for clients that keep few reads in flight: a VM booting
- * from the export, dd, cp, nbdcopy --requests=1.  Each of their reads
- * would cost a round trip (at 100 ms, 64 KiB reads one at a time get
- * half a percent of a 1 Gbit/s link), so a sequential stream of such
- * reads is served from GETs that run ahead of it.
+ * Read-ahead, for clients that keep few reads in flight: a VM booting from
+ * the export, dd, cp, nbdcopy --requests=1.  Each of their reads would cost
+ * a round trip.  At 100 ms, 64 KiB reads one at a time get half a percent
+ * of a 1 Gbit/s link.  So a sequential stream of such reads is served from
+ * GETs that run ahead of it.  This file is the chain's read-ahead link: it
+ * decides when a stream starts, and which stream a read or cache request is
+ * for.  What a stream asks for and serves is stream.c's, and its GETs are
+ * segment.c's.  The bytes no stream has go to the link below.
  *
- * Detection, for each NBD connection (struct ra_client: five clients
- * that each keep one read in flight, counted as one with five, were
- * all left without read-ahead, 12.6 MiB/s together behind a 20 ms link
- * where one alone got 50.8).  A read continues a run when it starts
- * exactly where an earlier read of its connection ended (random reads
- * land there about once in as many reads as the disk has blocks, times
- * MAX_RUNS).  A stream starts when a read continues a run of which
- * FAR_ANSWERED reads have been answered (one, when a stream served
- * reads within IDLE_NS: a client that read on and on, such as one that
- * went back to the start, is likely to again), while its connection has
- * had at most MAX_QD reads in the plugin for a second: a client that
- * waits for its answers.  So a run of two reads (a file system reads an
- * inode, then a block) costs nothing; when a stream started at a run's
- * second read, each pair of 4 KiB reads at 30 ms cost a first segment of
- * 128 KiB, 16 times the bytes read.
+ * Detection is per NBD connection (struct ra_client).  Five clients that
+ * each kept one read in flight were once counted as one with five.  All
+ * were left without read-ahead: 12.6 MiB/s together behind a 20 ms link,
+ * where one alone got 50.8.  A read continues a run when it starts exactly
+ * where an earlier read of its connection ended.  Random reads land there
+ * about once in as many reads as the disk has blocks, times MAX_RUNS.  A
+ * stream starts when a read continues a run of which FAR_ANSWERED reads
+ * have been answered.  One is enough when a stream served reads within
+ * IDLE_NS: a client that read on and on, such as one that went back to the
+ * start, is likely to again.  Its connection must also have had at most
+ * MAX_QD reads in the plugin for a second: a client that waits for its
+ * answers.  So a run of two reads costs nothing, such as a file system
+ * reading an inode, then a block.  When a stream started at a run's second
+ * read, each pair of 4 KiB reads at 30 ms cost a first segment of 128 KiB,
+ * 16 times the bytes read.
  *
- * Clients that keep many reads in flight (nbdcopy, qemu-img convert) fill
- * the link themselves and are left to pool.c's batches, also at the end
- * of a copy, when few of their reads are left.  Their first reads come
- * one by one and may start a stream; once more than MAX_QD reads of a
- * connection are in the plugin, its streams retire: they ask for nothing
- * more, serve what they asked for, and end.  On a server less than
- * SLOW_NS away (loopback, a LAN), where a round trip costs less than
- * moving a read's bytes, their reads are answered before the next comes
- * for longer, and the streams they started, until they retired, made
- * copies 4-11% slower (their GETs took the pool's connections, and
- * fetched some bytes twice): there a stream starts only once
- * NEAR_ANSWERED reads of the run were answered, none of them beside
- * another read of the run.  Random reads never continue a run, so they
- * never start a stream and cost no extra request.
- *
- * Streams (stream.c) ask for the bytes ahead of a run's reads and serve
- * them.
+ * Clients that keep many reads in flight fill the link themselves: nbdcopy,
+ * qemu-img convert.  They are left to the queue's batches (pool.c), also at
+ * the end of a copy, when few of their reads are left.  Their first reads
+ * come one by one and may start a stream.  Once more than MAX_QD reads of a
+ * connection are in the plugin, its streams retire.  They ask for nothing
+ * more, serve what they asked for, and end.  A server less than SLOW_NS
+ * away is on loopback or a LAN, where a round trip costs less than moving a
+ * read's bytes.  There such a client's reads are answered before the next
+ * comes for longer.  The streams they started made copies 4-11% slower
+ * until they retired.  Their GETs took the pool's connections and fetched
+ * some bytes twice.  So near a server a stream starts only once
+ * NEAR_ANSWERED reads of the run were answered, none of them beside another
+ * read of the run.  Random reads never continue a run, so they never start
+ * a stream and cost no extra request.
  *
  * NBD_CMD_CACHE (nbdkit's readahead and scan filters send it) starts a
- * stream at its offset, or lets its connection's stream that asked for
- * bytes up to there ask ahead up to its end, within readahead-size=; it
- * never moves a stream on (cache_locked).
+ * stream at its offset.  Or, when its connection has a stream that asked
+ * for bytes up to there, that stream asks ahead up to its end, within
+ * readahead-size=.  It never moves a stream on (cache_locked).
  */
 
 #include <config.h>
@@ -371,7 +371,7 @@ readahead_init (void)
  * connection, so that the client's first reads find them coming instead
  * of costing one more round trip: the bytes asked for, 0 if none.  Its
  * segments are judged, once the probe has found the object, as every
- * read's answer is (engine_stream_end).
+ * read's answer is (headstart_end).
  */
 uint64_t
 readahead_head_start (void)

@@ -2,23 +2,22 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Read-ahead's GETs (segments): each asks for one range, on a connection
- * of the pool, in a thread of its own, and keeps the answer's bytes in
- * blocks of BLOCK bytes as they come, freed as the reads go past them.
- * What to ask for, and which reads a segment serves, is stream.c's;
- * its lock (seg_lock) guards read-ahead's state in all three files.
+ * Read-ahead's GETs, called segments.  Each asks for one range, on a
+ * connection of the pool, in a thread of its own.  It keeps the answer's
+ * bytes in blocks of BLOCK bytes as they come, freed as the reads go past
+ * them.  What to ask for, and which reads a segment serves, is stream.c's.
+ * seg_lock guards read-ahead's state in all three files.
  *
- * A segment's answer is judged as every read's is (callbacks.c,
- * verdict.c); a segment that stopped early or failed holds nothing a
- * read may take (stream.c serves a segment only once its GET ended
- * well).  It stops when nbdkit does, when it or its stream was
- * abandoned, and when no read has used its stream for IDLE_NS and none
- * waits on it: a client that stopped reading would never read the rest
- * of the answer, and its connection is closed instead, unless little of
- * the answer is left to come (DRAIN_MAX), which is read and thrown away
- * so that the connection stays open.  (Over HTTP/2 only the stream is
- * reset and the connection stays open either way: draining costs
- * little there too.)
+ * A segment's answer is judged as every read's is, by callbacks.c and
+ * rules/verdict.c.  A segment that stopped early or failed holds nothing a
+ * read may take: stream.c serves a segment only once its GET ended well.
+ * It stops when nbdkit does, and when it or its stream was abandoned.  It
+ * stops too when no read has used its stream for IDLE_NS and none waits on
+ * it.  A client that stopped reading would never read the rest of the
+ * answer, so its connection is closed instead.  But when little of the
+ * answer is left to come (DRAIN_MAX), it is read and thrown away, so that
+ * the connection stays open.  Over HTTP/2 only the stream is reset, and the
+ * connection stays open either way.  Draining costs little there too.
  */
 
 #include <config.h>
@@ -50,7 +49,7 @@ uint64_t seg_started, seg_fetched;      /* totals, for debug */
 static char *spare_block;       /* one freed block kept for reuse */
 static bool stopping;           /* nbdkit unloads the plugin */
 /* Threads may start (nbdkit has forked): before, a segment (the head
- * start: prefetch.c) is begun on mux.c's multi handle, and its thread
+ * start: readahead.c) is begun on mux.c's multi handle, and its thread
  * starts in segment_after_fork_locked.
  */
 static bool threads_ok;

@@ -2,10 +2,10 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * What read-ahead's three files share: prefetch.c (when a stream
- * starts, which stream a read or cache request is for), stream.c (what
- * it asks for and serves) and segment.c (its GETs), and the lock that
- * guards them all.
+ * What read-ahead's three files share, and the lock that guards them all
+ * (seg_lock).  readahead.c decides when a stream starts, and which stream a
+ * read or cache request is for.  stream.c decides what a stream asks for
+ * and serves.  segment.c makes its GETs.
  */
 
 #ifndef SEGMENT_H
@@ -77,7 +77,7 @@ extern void segment_after_fork_locked (void);
 extern void segment_stop_all_locked (void);
 
 /* stream.c's streams, with seg_lock held: what each asks for and serves
- * is stream.c's, which one a read or a cache request is for prefetch.c's.
+ * is stream.c's, which one a read or a cache request is for readahead.c's.
  * Five VMs booting from one export each keep one.
  */
 #define MAX_STREAMS 8
@@ -88,7 +88,7 @@ extern void segment_stop_all_locked (void);
 struct stream {
   struct seg_owner o;           /* first: abandon, used_ns, start... */
   bool used;
-  bool retiring;                /* asks for nothing more (prefetch.c) */
+  bool retiring;                /* asks for nothing more (readahead.c) */
   uint64_t client;              /* its connection's (0: anyone's) */
   uint64_t consumed;            /* the highest end of a read served */
   uint64_t next;                /* the end of what it asked for */

@@ -2,20 +2,20 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * checksum='s fallback (checksum.c): what a read returned past the
- * digest's frontier that the spill file could not keep is read again at
- * the end, and the digest is of the bytes read then.  Those prove what
- * the client got only if they are the same bytes: a pin does not say so
- * (nginx's ETag is the file's mtime and size, which a cp -p of another
- * version keeps; a weak ETag promises no identical bytes).  So each such
- * read's range is kept with the SHA-256 of the bytes it returned, and
- * when the frontier reaches the range, however its bytes come (read
- * again, an in-order read, the spill file), the bytes hashed for it are
- * digested too and compared.  A range that was not compared whole is
- * "missed": the verdict cannot be a match then.
+ * checksum='s fallback (checksum.c).  Some bytes that a read returned past
+ * the digest's frontier could not go to the spill file.  They are read
+ * again at the end, and the digest is of the bytes read then.  Those prove
+ * what the client got only if they are the same bytes, and a pin does not
+ * say so.  nginx's ETag is the file's mtime and size, which a cp -p of
+ * another version keeps.  A weak ETag promises no identical bytes.  So each
+ * such read's range is kept with the SHA-256 of the bytes it returned.
+ * When the frontier reaches the range, the bytes hashed for it are digested
+ * too, and compared.  That holds however they come: read again, in an
+ * in-order read, or from the spill file.  A range that was not compared
+ * whole is "missed", and the verdict cannot be a match then.
  *
  * No lock of its own: served_keep and served_reach run under checksum.c's
- * lock, served_hash and the rest only in the one read that hashes.
+ * lock.  served_hash and the rest run only in the one read that hashes.
  */
 
 #include <config.h>

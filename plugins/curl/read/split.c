@@ -2,40 +2,42 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * A large read, while more than one source is up (mirror=), asked as
- * pieces at once, each of the source expected to answer it first
- * (sources.c), so that one read draws on several links.
+ * The split link.  While more than one source is up (mirror=), a large read
+ * is asked as pieces at once.  Each piece goes to the source expected to
+ * answer it first (object/sources.c), so that one read draws on several
+ * links.
  *
- * Why: a client that keeps a few large reads in flight and waits for
- * the oldest (qemu-img convert: 8 reads of 2 MiB) is bound by that
- * window, not by the links, once the round trip is long.  Over two
- * links of 500 Mbit/s at 100 ms, each read whole at one source, two
- * mirrors gave qemu-img 1.71x of one alone, and a mirror at a quarter
- * of the other's rate 0.87x of the two rates' sum: the window covered
- * the round trip of one link but not of both.  In pieces each read
- * spends a quarter of the time on the wire, and a slow source gets a
- * piece only when it is expected to send it before the others would.
+ * Why.  Some clients keep a few large reads in flight and wait for the
+ * oldest: qemu-img convert keeps 8 reads of 2 MiB.  Once the round trip is
+ * long, that window bounds them, not the links.  This was measured over two
+ * links of 500 Mbit/s at 100 ms, each read asked whole of one source.  Two
+ * mirrors gave qemu-img 1.71x of one alone.  A mirror at a quarter of the
+ * other's rate gave 0.87x of the two rates' sum.  The window covered the
+ * round trip of one link but not of both.  In pieces, each read spends a
+ * quarter of the time on the wire.  And a slow source gets a piece only
+ * when it is expected to send it before the others would.
  *
- * Each piece but the first runs in a thread of its own (a request runs
- * in its caller's thread: pool.c), the first in the caller's; all end
- * before the read is answered, and it fails when any piece failed.
- * Only the caller's thread can tell whether its client went or nbdkit
- * stops (object_stopping): it looks while it waits for the others, and
- * tells them, so that they stop as its own piece would.
+ * Threads.  A read below this link runs in its caller's thread.  So each
+ * piece but the first runs in a thread of its own, and the first in the
+ * caller's.  All end before the read is answered, and it fails when any
+ * piece failed.  Only the caller's thread can tell whether its client went
+ * or nbdkit stops (object_stopping).  It looks while it waits for the
+ * others, and tells them, so that they stop as its own piece would.
  *
- * Pieces are never gathered into one request with other reads (pool.c),
- * which would put them back on one source.  A read is split only when
- * it holds two pieces of curl_debug_piece (512 KiB), while the reads in
- * flight ask for less than WINDOWS times the bytes the sources up could
- * have on their way at once (speed times wait for a first byte, summed:
- * sources_window), and while fewer than MAX_THREADS pieces run in
- * threads: near servers, and clients whose reads in flight cover the
- * links many times over, are asked whole reads, without a thread's cost
- * per piece.  (Under load a source's wait for a first byte grows with
- * the streams queued before, so nbdcopy's 32 reads of 1 MiB in flight
- * at 100 ms were mostly split too, at no cost measured.)  At 256 KiB a
- * piece, a quarter-rate mirror got pieces it was slow to send, and
- * qemu-img took 9.1 s where 512 KiB took 7.6 s.
+ * When.  The pieces go down marked alone, so that the queue (pool.c) never
+ * gathers them into one request with other reads.  That would put them back
+ * on one source.  A read is split only when it holds two pieces of
+ * curl_debug_piece (512 KiB).  The reads in flight must also ask for less
+ * than WINDOWS times the bytes that the sources up could have on their way
+ * at once.  That is each source's speed times its wait for a first byte,
+ * summed (sources_window).  And fewer than MAX_THREADS pieces may run in
+ * threads.  So near servers, and clients whose reads in flight cover the
+ * links many times over, are asked whole reads.  They pay no thread per
+ * piece.  Under load a source's wait for a first byte grows with the
+ * streams queued before.  So nbdcopy's 32 reads of 1 MiB in flight at 100
+ * ms were mostly split too, at no cost measured.  At 256 KiB a piece, a
+ * quarter-rate mirror got pieces it was slow to send.  qemu-img then took
+ * 9.1 s, where 512 KiB took 7.6 s.
  */
 
 #include <config.h>

@@ -2,59 +2,61 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Read-ahead streams: what a stream asks for ahead of its reads, and
- * which reads it serves.  When a stream starts is prefetch.c's; its
- * GETs are segment.c's.  Every function here is called with seg_lock
- * held.
+ * Read-ahead's streams: what a stream asks for ahead of its reads, and
+ * which reads it serves.  When a stream starts is readahead.c's, and its
+ * GETs are segment.c's.  Every function here is called with seg_lock held.
  *
- * Segments.  A stream asks for the bytes ahead of its reads in
- * segments (segment.c): GETs of one range each, every one read by a
- * thread of its own on a connection of the pool into blocks, freed as
- * the reads go past them.  The stream keeps up to its window asked for
- * ahead of the highest read it served, and asks for more when less than
- * three quarters of it is left.  The window starts at four reads (at
- * least MIN_SEG, or half the length of the last stream when that was
- * longer: a client that read on and on before, such as one that went
- * back to the start, is likely to again), and grows to twice the length
- * of the run so far, up to readahead-size=: so it grows every round
- * trip while the client keeps reading, and a client that jumps away has
+ * Segments.  A stream asks for the bytes ahead of its reads in segments,
+ * GETs of one range each (segment.c).  Each is read by a thread of its own,
+ * on a connection of the pool, into blocks freed as the reads go past them.
+ * The stream keeps up to its window asked for ahead of the highest read it
+ * served.  It asks for more when less than three quarters of the window is
+ * left.  The window starts at four reads, and at least MIN_SEG.  After a
+ * stream that served within IDLE_NS, it starts at half that stream's length
+ * if that is more.  A client that read on and on before, such as one that
+ * went back to the start, is likely to again.  The window grows to twice
+ * the length of the run so far, up to readahead-size=.  So it grows every
+ * round trip while the client keeps reading.  A client that jumps away has
  * left at most about twice as much unread as it had read.  Over a long
  * round trip the window reaches the bandwidth-delay product after a few
- * round trips and the link stays full (12.5 MB for 1 Gbit/s at 100 ms).
- * readahead-size= bounds what all streams may hold (held_locked); only a
- * read's own bytes may go past it.
+ * round trips, and the link stays full: 12.5 MB for 1 Gbit/s at 100 ms.
+ * readahead-size= also bounds what all streams hold together (held_locked);
+ * only a read's own bytes may go past it.
  *
- * Reads are served from the segments that hold their bytes, waiting for
- * bytes on their way rather than asking again; whatever part of a read
- * no segment can give (a failed one, past the object's end) is an
- * ordinary read of pool.c.  Only a stream's own reads (of its NBD
- * connection, from KEEP behind its last one to four reads past it: a
- * client with a few reads in flight sends them in any order) move it
- * on: another connection's read, a random one or NBD_CMD_CACHE, that
- * falls into what it asked for is served, and changes nothing else.  A
- * segment serves reads only once its whole answer has come and been
- * judged, as a read's own answer would be: a body cut short is an
- * error, never data, even for the bytes that came (a file truncated or
- * rewritten while the server sent it ends so).
- * So segments are at most MAX_SEG, and up to RUNNING_PER_STREAM of a
- * stream are on their way at once.  A read waits for its segment at
- * most patience_ns (a server that sends large ranges slowly would make it
- * wait longer than its own GET would); then it asks for its own bytes, and
- * the stream stops.  After a segment failed or was too slow, no new stream
- * starts for BACKOFF_NS, doubled each time.  A stream that no read has used
- * for IDLE_NS, or for two round trips when its connection's reads start
- * another stream (the client went elsewhere), is stopped: its segments'
- * connections are closed, since the rest of their answers will not be
- * read (unless little is left: segment.c).  Segments after a stream's
- * first end on multiples of BLOCK, so that no block is shared by two.
+ * Serving.  Reads are served from the segments that hold their bytes,
+ * waiting for bytes on their way rather than asking again.  Whatever part
+ * of a read no segment can give goes to the link below the read-ahead link:
+ * after a failed segment, say, or past the object's end.  Only a stream's
+ * own reads move it on.  Those are its NBD connection's reads, from KEEP
+ * behind its last one to four reads past it.  A client with a few reads in
+ * flight sends them in any order.  Another connection's read, a random one
+ * or NBD_CMD_CACHE may fall into what a stream asked for.  It is served,
+ * and changes nothing else.
  *
- * Every segment's answer is judged as every read's is (verdict.c): the
- * status, Content-Range, and the validators the reads are pinned to are
- * checked before any of its bytes is kept.  Once any answer shows that
- * the object changed (object_changed), every stream and its bytes are
- * dropped.  A write drops every stream whose range it touches, before
- * and after its PUT (curl.c).
+ * Whole answers.  A segment serves reads only once its whole answer has
+ * come and been judged, as a read's own answer would be.  A body cut short
+ * is an error, never data, even for the bytes that came.  A file truncated
+ * or rewritten while the server sent it ends so.  That is why segments are
+ * at most MAX_SEG, and up to RUNNING_PER_STREAM of a stream are on their
+ * way at once.  A read waits for its segment at most patience_ns.  A server
+ * that sends large ranges slowly would otherwise make it wait longer than
+ * its own GET would.  Then the read asks for its own bytes, and the stream
+ * stops.  After a segment failed or was too slow, no new stream starts for
+ * BACKOFF_NS, doubled each time.
  *
+ * A stream that no read has used for IDLE_NS is stopped.  So is one unused
+ * for two round trips when its connection's reads start another stream: the
+ * client went elsewhere.  Its segments' connections are closed, since the
+ * rest of their answers will not be read, unless little is left
+ * (segment.c).  Segments after a stream's first end on multiples of BLOCK,
+ * so that no block is shared by two.
+ *
+ * Every segment's answer is judged as every read's is (rules/verdict.c).
+ * The status, Content-Range and the validators the reads are pinned to are
+ * checked before any of its bytes is kept.  Once any answer shows that the
+ * object changed (object_changed), every stream and its bytes are dropped.
+ * A write drops every stream whose range it touches, before and after its
+ * PUT (curl.c).
  */
 
 #include <config.h>
@@ -69,7 +71,7 @@
 
 #define RUNNING_PER_STREAM 8    /* GETs in flight for one stream */
 #define MIN_SEG (128 * 1024)
-/* A read waits for the whole of its segment's answer (see Segments):
+/* A read waits for the whole of its segment's answer (see Whole answers):
  * 4 MiB take 34 ms at 1 Gbit/s.
  */
 #define MAX_SEG (4 * 1024 * 1024)
@@ -400,7 +402,7 @@ stream_serve_locked (struct stream *st, char *buf, uint32_t count,
   return pos - offset;
 }
 
-/* Whether a stream served a read lately (see Detection in prefetch.c). */
+/* Whether a stream served a read lately (see Detection in readahead.c). */
 bool
 stream_served_lately (int64_t now)
 {
@@ -417,7 +419,7 @@ stream_hint_locked (struct stream *st, uint64_t offset, uint32_t count,
   feed_locked (st, 0);
 }
 
-/* st, just started at 0, is the head start (prefetch.c): it asks for
+/* st, just started at 0, is the head start (readahead.c): it asks for
  * the object's first size bytes at once (returned: how many it did).
  * The client's first reads come together, in any order: its
  * segments keep each byte until a read took it or the stream stops, and

@@ -2,13 +2,14 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * libcurl's callbacks for every request: they take the answer in as it
- * arrives (struct answer: the status, the header facts, the body's
- * length and where its bytes go) and ask verdict.c after the headers
- * and on each piece of body whether it is the answer asked for, so that
- * no byte of a refused answer reaches a read's buffer.  They send a
- * PUT's body, cut off bodies that carry no object bytes and drip on,
- * and end transfers when nbdkit shuts down.
+ * libcurl's callbacks for every request.  They take the answer in as it
+ * arrives, into struct answer: the status, the header facts, the body's
+ * length and where its bytes go.  After the headers and on each piece of
+ * body they ask rules/verdict.c whether it is the answer asked for.  So no
+ * byte of a refused answer reaches a read's buffer.  They also send a PUT's
+ * body, and cut off bodies that carry no object bytes and drip on.  And
+ * they end a transfer when nbdkit shuts down, when it stalls for timeout=,
+ * and, with mirrors, when its source is much slower than expected.
  */
 
 #include <config.h>
@@ -218,7 +219,7 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
     ranges_multipart_feed (&x->a.mp, data, len);     /* refusals: a.mp.refused */
   if (!callbacks_judge (x))
     return 0;
-  /* A read's (engine.c's attempt): not a probe's, which is no read and
+  /* A read's (request.c's attempt): not a probe's, which is no read and
    * never counted as running (mirrors.c).
    */
   if (x->src != NULL && !x->once) {
@@ -293,7 +294,7 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
   }
   if (timing_stalled (x, dlnow + ulnow))
     return 1;
-  /* Much slower than its source's answers: asked of another (engine.c).
+  /* Much slower than its source's answers: asked of another (request.c).
    * Its wait for an answer begins once the request went out.
    */
   if (x->src != NULL && !x->once && !x->hedged && !x->hedge_off) {

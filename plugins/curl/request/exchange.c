@@ -3,11 +3,11 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * One exchange: a request sent once to one URL, and its answer judged.
- * What is sent is decided here: the method, the Range, the headers
- * (the user's, header-script's, the pin's precondition, a PUT's
- * Content-Range) and the credentials, which go only where the caller
- * says the URL may have them (route.c decides by origin).  libcurl
- * follows no redirect itself; each hop is an exchange.
+ * What is sent is decided here: the method, the Range, the headers and the
+ * credentials.  The headers are the user's, header-script's, the pin's
+ * precondition and a PUT's Content-Range.  Credentials go only where the
+ * caller says the URL may have them; route.c decides by origin.  libcurl
+ * follows no redirect itself: each hop is an exchange.
  */
 
 #include <config.h>

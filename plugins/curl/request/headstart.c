@@ -2,11 +2,12 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The head start's GETs (prefetch.c asks for them, segment.c keeps
- * their bytes): begun on mux.c's multi handle beside the probe's own
- * request, before the object is known and before nbdkit forks, and
- * judged once they end as a read of the object the probe found.  Kept
- * apart from engine.c, whose requests are built and judged at once.
+ * The head start's GETs.  read/readahead.c asks for them, and
+ * read/segment.c keeps their bytes.  They are begun beside the probe's own
+ * request, before the object is known and before nbdkit forks.
+ * transport_begin starts them, which only HTTP/2 can do.  Each is judged
+ * once it ends, as a read of the object the probe found.  They are kept
+ * apart from request.c, whose requests are built and judged at once.
  */
 
 #include <config.h>
@@ -21,7 +22,7 @@
 #include "request/xfer.h"
 
 /* A read-ahead GET begun in the probe's flight (the head start:
- * prefetch.c), before nbdkit runs: mux.c carries its transfer on, and
+ * read/readahead.c), before nbdkit runs: mux.c carries its transfer on, and
  * headstart_end, in its segment's thread once there is one, waits
  * for it and judges its answer.
  */

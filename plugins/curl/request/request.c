@@ -2,42 +2,41 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The engine's entry points, the only way the plugin makes requests:
- * HEAD, the probe's first GET, PUT, batched reads and read-ahead's
- * GETs; each one built here and run, again after transient failures
- * (perform_on: the retries, their back-off, a new connection when an
- * answer was cut off).  Beneath: route.c (where the request goes, its
- * redirects), exchange.c (what is sent, one exchange), callbacks.c
- * (the answer taken in and judged by verdict.c as it arrives),
- * timing.c (how long they take).
+ * Requests: the entry points, and the only way the plugin asks a server
+ * anything.  They are HEAD, the probe's first GET, PUT, batched reads and
+ * read-ahead's GETs.  Each is built here and run, and run again after a
+ * transient failure.  perform_on holds the retries, their back-off, and the
+ * new connection asked for when an answer was cut off.  Beneath it, route.c
+ * finds where the request goes and follows its redirects.  exchange.c makes
+ * one exchange, and callbacks.c takes the answer in as it arrives.
+ * timing.c measures how long it took.
  *
- * Each request runs in the calling nbdkit thread (curl_easy_perform,
- * or over HTTP/2 as a stream on mux.c's multi handle, whose thread the
- * caller waits for), on a connection (connection.c) the caller
- * borrowed from the pool (pool.c: batched reads; segment.c: read-ahead;
- * probe.c, writing.c: the rest) and gives back after: this file calls
- * none of them.  A GET
- * may carry several ranges (pool.c gathers reads that wait together,
- * batch.c asks for them in one GET); ranges.c parses the multipart
- * answer.
+ * Each request runs in the calling nbdkit thread, through
+ * transport_perform.  Over HTTP/2 the transport hands it to the thread that
+ * drives every stream, and the caller waits.  The caller borrowed the
+ * connection and gives it back after.  That is read/pool.c for batched
+ * reads, read/segment.c for read-ahead, and ops/ for the rest.  This file
+ * calls none of them.  A GET may carry several ranges: read/pool.c gathers
+ * reads that wait together, and read/batch.c asks for them in one GET.
+ * rules/ranges.c parses the multipart answer.
  *
- * Why not a multi handle driven by a worker thread for HTTP/1.1 too:
- * every request would then cross threads twice (nbdkit thread to worker
- * and back), and the worker serializes all header parsing and copying on
- * one core; only HTTP/2's one connection needs it (mux.c).  A
- * prototype of that design measured no better on this project's 2-core
- * machines (fio 4 KiB random reads, one NBD connection, queue depth 64,
- * connections=4/16/64: pool 9.7k/11.3k/14.9k IOPS, multi worker
- * 8.5k/12.9k/13.1k; a sequential 1 GiB nbdcopy took the same time).
- * Both are bound by context switches (about five per request), not by
- * libcurl.
+ * HTTP/1.1 has no worker thread that drives a multi handle, for two
+ * reasons.  Every request would cross threads twice, to the worker and
+ * back.  And the worker would do all header parsing and copying on one
+ * core.  Only HTTP/2's one connection needs such a thread
+ * (transport/mux.c).  A prototype of it measured no better on this
+ * project's 2-core machines.  The test was fio's 4 KiB random reads, one
+ * NBD connection, queue depth 64.  At connections=4/16/64 the pool gave
+ * 9.7k/11.3k/14.9k IOPS, the multi worker 8.5k/12.9k/13.1k.  A sequential
+ * nbdcopy of 1 GiB took the same time.  Both are bound by context switches,
+ * about five per request, not by libcurl.
  *
- * Every answer is judged before a byte reaches the caller's buffer:
- * the callbacks gather its facts (struct answer) and verdict.c says
- * whether it is the answer asked for, at the end of its headers, on
- * each piece of body and at the end; the callbacks, exchange.c and this
- * file act on the verdict (cut the transfer off, follow, retry, ask one
- * range at a time).
+ * Every answer is judged before a byte reaches the caller's buffer.  The
+ * callbacks gather its facts (struct answer), and rules/verdict.c says
+ * whether it is the answer asked for.  It is asked at the end of the
+ * headers, on each piece of body and at the end.  The callbacks, exchange.c
+ * and this file act on the verdict.  They cut the transfer off, follow a
+ * redirect, retry, or ask one range at a time.
  */
 
 #include <config.h>

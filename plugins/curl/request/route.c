@@ -2,16 +2,21 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Where a request goes: from url= (or url-script's URL) along its
- * redirects, one exchange per hop, each hop held to redirect.c's rules
- * (which schemes, which statuses, which origin sees the user's
- * secrets), or straight to the target a read's chain was found to end
- * at, asked again when it refuses or expires (or url-script prints
- * another URL).  A read refused at a target found again follows url=
- * itself, and one whose chain, followed again, ends at another target
- * fails while nothing pins the object.  libcurl would send cookie= and
- * header= to any host a server names, follow https to http, and turn a
- * PUT answered with 303 into a GET reported as a write.
+ * Where a request goes.  It starts at url=, or url-script's URL, and
+ * follows the redirects one exchange per hop.  Each hop is held to
+ * rules/redirect.c's rules: which schemes, which statuses, which origin
+ * sees the user's secrets.  A read may instead go straight to the target
+ * that its chain was found to end at.  That target is found again when it
+ * refuses or expires, or when url-script prints another URL.  If the target
+ * found again refuses too, the read follows url= itself.  A read whose
+ * chain, followed again, ends at another target fails while nothing pins
+ * the object.  A mirror's request starts at the mirror's URL, and its
+ * redirects are not remembered.
+ *
+ * libcurl does not follow redirects itself (connection.c turns it off).  It
+ * would send cookie= and header= to any host a server names, and follow
+ * https to http.  It would also turn a PUT answered with 303 into a GET
+ * reported as a write.
  */
 
 #include <config.h>

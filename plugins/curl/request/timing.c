@@ -2,11 +2,12 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * How long requests take: -D curl.times (each phase of libcurl's, summed
- * at unload), the flag for -D curl.requests (exchange.c prints a line
- * per request), the round trip to the server, measured by the probe's
- * answers, that pool.c, prefetch.c and stream.c size their waits and
- * choices by, and the clock they all use (clock_ns).
+ * How long requests take.  -D curl.times sums each of libcurl's phases and
+ * prints them at unload.  -D curl.requests has exchange.c print one line
+ * per request.  The probe's answers measure the round trip to the server
+ * (timing_round_trip).  The pool, read-ahead, the mirrors and the choice of
+ * transport size their waits and choices by it.  The clock is
+ * base/clock.c's.
  */
 
 #include <config.h>

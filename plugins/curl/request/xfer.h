@@ -2,12 +2,12 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * One request inside the engine: struct xfer, what it asks and what its
- * answer was so far, shared by the four files that run it.  engine.c
- * builds it and retries it, route.c takes it along the redirect chain,
- * exchange.c sends it once, callbacks.c fills its answer as libcurl
- * hands the answer over.  Nothing outside them sees it; timing.c's
- * functions that they call are declared here too.
+ * One request inside request/: struct xfer, what it asks and what its
+ * answer was so far.  request.c builds it and retries it.  route.c takes it
+ * along its redirects.  exchange.c sends it once.  callbacks.c fills its
+ * answer in as libcurl hands it over.  headstart.c and timing.c use it too.
+ * Nothing outside the folder sees it.  The functions that these files call
+ * in each other are declared here too.
  */
 
 #ifndef XFER_H

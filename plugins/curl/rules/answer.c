@@ -2,13 +2,13 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * An answer's header facts as they arrive (struct answer, verdict.h):
- * exchange.c resets the answer before each exchange and callbacks.c at
- * each status line; callbacks.c hands over each header line; verdict.c
- * judges what was gathered.  A header given
- * twice with different values is recorded as such, never resolved by
- * picking one, and a validator that would go back to the server in a
- * precondition is kept only when it is safe to send.
+ * An answer's header facts, gathered as they arrive into struct answer
+ * (verdict.h).  exchange.c resets the answer before each exchange, and
+ * callbacks.c at each status line.  callbacks.c hands over each header
+ * line, and verdict.c judges what was gathered.  A header given twice with
+ * different values is recorded as such, never resolved by picking one.  A
+ * validator that would go back to the server in a precondition is kept only
+ * when it is safe to send.
  */
 
 #include <config.h>

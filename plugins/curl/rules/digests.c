@@ -2,13 +2,16 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * checksum=ALGO:HEX, the digest the user expects of the object
- * (checksum.c computes the object's own): its value, and the digests a
- * server states in the probe's answers, held to it.  A server that
- * states another digest for the object (RFC 9530's Repr-Digest, RFC
- * 3230's Digest, S3's x-amz-checksum-*, Google's x-goog-hash,
- * Content-MD5 of a whole answer) serves another object: refused at
- * start-up, before any read.
+ * checksum=ALGO:HEX, the digest the user expects of the object.
+ * read/checksum.c computes the object's own.  Here is the parser of the
+ * value, and the check of the digests a server states in the probe's
+ * answers.  A server that states another digest for the object serves
+ * another object: it is refused at start-up, before any read.  The digests
+ * read are RFC 9530's Repr-Digest, RFC 3230's Digest, S3's
+ * x-amz-checksum-*, Google's x-goog-hash, and Content-MD5 of a whole
+ * answer.  ops/mirrors.c also compares here what url= and a mirror state
+ * (digests_agree).  The digest wanted comes as an argument: no global is
+ * read here.
  */
 
 #include <config.h>

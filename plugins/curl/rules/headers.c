@@ -2,11 +2,11 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The request headers a user may add, with header= or header-script:
- * one line each, a valid name, and none that the plugin sets itself for
- * its own checks.  Pure (no state, no I/O): header= (values.c) and
- * each line of header-script's output (script.c) get the same answer
- * for the same line.
+ * The request headers a user may add, with header= or header-script.  Each
+ * is one line, with a valid name, and none that the plugin sets itself for
+ * its own checks.  Pure, with no state and no I/O: header=
+ * (config/values.c) and each line of header-script's output
+ * (scripts/script.c) get the same answer for the same line.
  */
 
 #include <config.h>

@@ -2,14 +2,15 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Presigned URLs: what a URL's query says about the object it names
- * and about the URL itself, for redirect.c's remembered target and
- * url-script's URL: when it stops working (the expiry that S3, Google
- * Cloud Storage, CloudFront and Azure put in it) and how long before
- * that it is renewed, and whether two ends of a redirect chain are the
- * same target.  Text only: no I/O, no
- * state, nothing of the plugin's parameters; declared in redirect.h,
- * so that tests/unit/test-redirect.c tries it with redirect.c.
+ * Presigned URLs: what a URL's query says about the object it names, and
+ * about the URL itself.  It says when the URL stops working: the expiry
+ * that S3, Google Cloud Storage, CloudFront and Azure put in it.  From that
+ * comes how long before then the URL is renewed.  It also says whether two
+ * ends of a redirect chain are the same target.  redirect.c uses this for
+ * its remembered target, and scripts/script.c for url-script's URL.  Text
+ * only: no I/O, no state, nothing of the plugin's parameters.  It is
+ * declared in redirect.h, so that tests/unit/test-redirect.c tries it with
+ * redirect.c.
  */
 
 #include <config.h>

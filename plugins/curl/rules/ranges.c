@@ -2,9 +2,9 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Byte-range answers: Content-Range, copying the bytes of a range into
- * the reads that asked for them, and multipart/byteranges bodies (RFC
- * 9110 14.6), the answer to a request for several ranges at once.
+ * Byte-range answers: Content-Range, copying the bytes of a range into the
+ * reads that asked for them, and multipart/byteranges bodies.  A multipart
+ * body (RFC 9110 14.6) answers a request for several ranges at once.
  *
  * A multipart body is parsed as it streams in, without buffering it:
  *
@@ -15,38 +15,38 @@
  *   (exactly LAST-FIRST+1 bytes) CRLF
  *   --BOUNDARY CRLF ... --BOUNDARY-- [CRLF epilogue]
  *
- * Each part's length comes from its own Content-Range, so the data is
- * never searched for the boundary.  A part must be exactly one of the
- * ranges asked for, of an object of the size found at start-up, and
- * each range must come once.  Anything else makes the whole answer
- * unusable (the caller then asks for the ranges one by one), so bytes
- * are never taken from a part that does not match.
+ * Each part's length comes from its own Content-Range, so the data is never
+ * searched for the boundary.  A part must be exactly one of the ranges
+ * asked for, of an object of the size found at start-up.  Each range must
+ * come once.  Anything else makes the whole answer unusable, and the caller
+ * then asks for the ranges one by one.  So bytes are never taken from a
+ * part that does not match.
  *
- * The trap is the line break after a part's data: it is the only check
- * that the part really had the length its Content-Range claims.  A part
- * one byte short under CRLF framing leaves "\n--BOUNDARY" after the
- * counted bytes (its CR counted as data), two bytes short leaves
- * "--BOUNDARY"; taking either as a delimiter returns line-break bytes as
- * data.  So after exactly LAST-FIRST+1 bytes there must be exactly one
- * line break and then the delimiter line, nothing else.
+ * The trap is the line break after a part's data.  It is the only check
+ * that the part really had the length its Content-Range claims.  Take a
+ * part one byte short under CRLF framing: it leaves "\n--BOUNDARY" after
+ * the counted bytes, its CR counted as data.  Two bytes short leaves
+ * "--BOUNDARY".  Taking either as a delimiter returns line-break bytes as
+ * data.  So after exactly LAST-FIRST+1 bytes there must be exactly one line
+ * break and then the delimiter line, nothing else.
  *
- * RFC 2046 says CRLF, and every real server sends it; a bare LF is taken
- * too, but only consistently: the line that opens the first part (the
- * first delimiter) sets the framing, and every later line, above all the
- * break after each part's data, must end the same way.  Without that
- * rule "data ending in CR, then LF" and "one byte short, then CRLF"
- * would be the same bytes.  Preamble lines may end either way; they are
- * ignored.  The line break after the close delimiter is optional (RFC
- * 2046 5.1.1), so a body may end right after "--BOUNDARY--".
+ * RFC 2046 says CRLF, and every real server sends it.  A bare LF is taken
+ * too, but only consistently.  The line that opens the first part (the
+ * first delimiter) sets the framing.  Every later line must end the same
+ * way, above all the break after each part's data.  Without that rule,
+ * "data ending in CR, then LF" and "one byte short, then CRLF" would be the
+ * same bytes.  Preamble lines may end either way; they are ignored.  The
+ * line break after the close delimiter is optional (RFC 2046 5.1.1).  So a
+ * body may end right after "--BOUNDARY--".
  *
  * A part has exactly one Content-Range, "bytes FIRST-LAST/TOTAL" with
- * nothing after it; no header line is folded onto the next; no line
- * holds a NUL byte.  A line is handled as a C string, and two readings
- * of a part's range would leave the bytes' meaning to chance.
+ * nothing after it.  No header line is folded onto the next, and no line
+ * holds a NUL byte.  A line is handled as a C string, and two readings of a
+ * part's range would leave the bytes' meaning to chance.
  *
- * The bytes of a part are copied into the reads as they arrive, before
- * the framing after them is seen; a refused answer is read again range
- * by range, which overwrites them.
+ * The bytes of a part are copied into the reads as they arrive, before the
+ * framing after them is seen.  A refused answer is read again range by
+ * range, which overwrites them.
  */
 
 #include <config.h>

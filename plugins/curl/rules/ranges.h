@@ -2,9 +2,9 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Byte-range answers (ranges.c): Content-Range, the spans of a request,
- * and the multipart/byteranges parser whose state is part of the answer
- * (verdict.h's struct answer), so that the verdict reads it there.
+ * Byte-range answers (ranges.c): Content-Range, the spans of a request, and
+ * the multipart/byteranges parser.  The parser's state is part of the
+ * answer (verdict.h's struct answer), so that the verdict reads it there.
  */
 
 #ifndef RANGES_H

@@ -2,25 +2,23 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Redirects: which hop an answer may lead to, which origin sees the
- * user's secrets, the target that the chain from url= was found to end
- * at, and when that target is renewed (presigned.c reads the expiry its
- * URL carries, and says which ends are the same target).  route.c
- * follows the hops and asks
- * here; nothing here does I/O or reads the plugin's parameters (the
- * rules come in struct redirect_rules), so tests/unit/test-redirect.c can
- * try it without a server.
+ * Redirects: which hop an answer may lead to, and which origin sees the
+ * user's secrets.  Also the target that the chain from url= was found to
+ * end at, and when that target is renewed.  presigned.c reads the expiry
+ * its URL carries, and says which ends are the same target.
+ * request/route.c follows the hops and asks here.  Nothing here does I/O or
+ * reads the plugin's parameters: the rules come in struct redirect_rules.
+ * So tests/unit/test-redirect.c can try it without a server.
  *
- * The target is remembered so that reads go straight to it, on
- * connections to its origin, instead of asking url= again for every
- * read (a round trip each, and three quarters of an import's time for
- * some importers).  It is resolved again, by one request at a time
- * (redirect_target_claim), when the target refuses (401, 403, 404,
- * 410), when its connection fails, and before an expiry its URL
- * carries (presigned URLs); before expiry the others go on with the old
- * target meanwhile, and a renewal that failed waits a back-off.
- * Targets that keep failing soon after they were found are no longer
- * remembered at all.
+ * The target is remembered so that reads go straight to it, on connections
+ * to its origin.  Asking url= again for every read would cost a round trip
+ * each, three quarters of an import's time for some importers.  The target
+ * is resolved again by one request at a time (redirect_target_claim).  That
+ * happens when the target refuses (401, 403, 404, 410), when its connection
+ * fails, and before an expiry its URL carries (presigned URLs).  Before
+ * expiry, the other reads go on with the old target meanwhile.  A renewal
+ * that failed waits a back-off.  Targets that keep failing soon after they
+ * were found are no longer remembered at all.
  */
 
 #include <config.h>

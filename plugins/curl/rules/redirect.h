@@ -3,10 +3,9 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * Redirects (redirect.c): the rules for a hop, the origins that see the
- * user's secrets, and the remembered target of url='s redirect chain;
- * what a presigned URL's query says (presigned.c).
- * Its own header, like verdict.h, so that tests/unit/test-redirect.c can use
- * it alone.
+ * user's secrets, and the remembered target of url='s redirect chain.  Also
+ * what a presigned URL's query says (presigned.c).  It is a header of its
+ * own, like verdict.h, so that tests/unit/test-redirect.c can use it alone.
  */
 
 #ifndef REDIRECT_H

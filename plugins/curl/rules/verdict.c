@@ -2,19 +2,19 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The verdict on an answer (see verdict.h).  Over HTTP a GET must be
- * 206 with exactly the requested range: Content-Range (of the answer,
- * or of each multipart part, which ranges.c checks) must be exactly a
- * requested range of an object of the size found at start-up, and the
- * body exactly those bytes.  HEAD and PUT answers are judged by their
- * status once they ended (judge_status), which says also when the
- * server does not serve the request at all (VERDICT_UNSUPPORTED).
+ * The verdict on an answer (see verdict.h).  Over HTTP a GET must be 206
+ * with exactly the requested range.  Its Content-Range must be exactly a
+ * requested range of an object of the size found at start-up.  In a
+ * multipart answer each part's Content-Range must be, as ranges.c checks.
+ * And the body must be exactly those bytes.  HEAD and PUT answers are
+ * judged by their status once they ended (judge_status).  That also says
+ * when the server does not serve the request at all (VERDICT_UNSUPPORTED).
  *
  * callbacks.c asks at the end of each header block and on each piece of
- * body, exchange.c at the end of the transfer; the same facts give the same
- * verdict, so a refusal at the headers is also the verdict at the end.
- * Judging at the headers means a server that ignores Range and starts
- * sending the whole object is cut off after its headers, not after the
+ * body, and exchange.c at the end of the transfer.  The same facts give the
+ * same verdict, so a refusal at the headers is also the verdict at the end.
+ * Judging at the headers matters for a server that ignores Range and starts
+ * sending the whole object.  It is cut off after its headers, not after the
  * whole object.
  */
 

@@ -2,13 +2,13 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The verdict on an answer: what was asked, what came back, and one
- * pure function (verdict.c) that says whether the answer is the one
- * asked for, and if not, what to do about it.  callbacks.c gathers the
- * facts as libcurl hands them over (into struct answer, with answer.c's
- * functions) and acts on the verdict; nothing here does I/O or reads the
- * plugin's globals, so tests/unit/test-verdict.c can feed it answers without
- * a server.
+ * The verdict on an answer: what was asked, what came back, and one pure
+ * function (verdict.c).  It says whether the answer is the one asked for,
+ * and if not, what to do about it.  callbacks.c gathers the facts as
+ * libcurl hands them over, into struct answer, with answer.c's functions.
+ * It acts on the verdict.  Nothing here does I/O or reads the plugin's
+ * globals, so tests/unit/test-verdict.c can feed it answers without a
+ * server.
  */
 
 #ifndef VERDICT_H
@@ -22,7 +22,7 @@
 
 #include "rules/ranges.h"
 
-/* The object's identity found at start-up (remote.c), which the answer
+/* The object's identity found at start-up (object/object.c), which the answer
  * to every read must still show: each validator the probe found is
  * compared where the answer carries it, and one the probe's own ranged
  * GET carried must be there.  A strong ETag compares exactly (as
@@ -67,7 +67,7 @@ struct asked {
  * the transfer ended.  answer_reset starts a new header block, and
  * answer_header takes in each of its lines (answer.c).
  */
-/* Validators go into struct object_info (curldefs.h) as they are. */
+/* Validators go into struct object_info (object/object.h) as they are. */
 #define ETAG_SIZE 256
 #define LAST_MODIFIED_SIZE 64
 

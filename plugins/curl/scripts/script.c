@@ -2,24 +2,26 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * header-script, cookie-script and url-script: shell scripts whose
- * output becomes request headers (one per line), the cookie, or the URL
- * to ask (its first line), for tokens and presigned URLs that expire.
+ * header-script, cookie-script and url-script: shell scripts whose output
+ * becomes request headers (one per line), the cookie, or the URL to ask
+ * (its first line).  They are for tokens and presigned URLs that expire.
  *
- * Each runs once before the first request (in .get_ready, so a failing
- * script stops nbdkit at start-up), and again when a request finds its
- * output older than the -renew interval.  That request's thread runs
- * the script while every other request goes on with the previous
- * output; the new output replaces the old under a lock only once it is
- * complete, and requests copy what they use under the same lock, so no
- * request ever sees half of one set and half of another.  No lasting
- * thread of the plugin's own is needed, which keeps nbdkit's fork safe.
- * Reads that go straight to the remembered target of url-script's
- * redirects run it too when due (script_url_serial): a run that prints
- * another URL replaces that target (route.c).
+ * Each runs once before the first request, in .get_ready, so that a failing
+ * script stops nbdkit at start-up.  It runs again when a request finds its
+ * output older than the -renew interval.  url-script also runs again near
+ * its URL's expiry, and once its URL was refused.  That request's thread
+ * runs the script, while every other request goes on with the previous
+ * output.  Only a URL that was refused or has expired makes the others wait
+ * for the run.  The new output replaces the old under a lock only once it
+ * is complete.  Requests copy what they use under the same lock, so no
+ * request ever sees half of one set and half of another.  No lasting thread
+ * of the plugin's own is needed, which keeps nbdkit's fork safe.  Reads
+ * that go straight to the remembered target of url-script's redirects run
+ * it too when due (script_url_serial).  A run that prints another URL
+ * replaces that target (request/route.c).
  *
- * How one run goes (shell, environment, descriptors, time limit,
- * process group) is spawn.c's.
+ * How one run goes is spawn.c's: the shell, the environment, the
+ * descriptors, the time limit and the process group.
  */
 
 #include <config.h>

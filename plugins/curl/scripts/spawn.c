@@ -2,26 +2,25 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * One run of a user's script (header-script, cookie-script, url-script:
+ * One run of a user's script (header-script, cookie-script, url-script;
  * script.c decides when): its output, or an error that says why not.
  *
- * The script runs with /bin/sh -c, with $url and $iteration (0 for the
- * first run, as in upstream nbdkit's plugin) in its environment,
+ * The script runs with /bin/sh -c.  Its environment has $url, and
+ * $iteration, 0 for the first run as in upstream nbdkit's plugin.  It has
  * default signal handling, and none of nbdkit's descriptors but its
- * standard ones (not every descriptor that nbdkit and libcurl open is
- * close-on-exec, and a background process of the script would keep
- * such a connection open).
- * It must exit 0 within timeout= seconds, which bound its whole run:
- * the reading of its output, and then its exit (a script may close its
- * output and go on running).  waitid has no time limit, so a thread
- * that lives as long as the run waits in it and closes a pipe when the
- * script has exited; the run polls that pipe.
+ * standard ones.  Not every descriptor that nbdkit and libcurl open is
+ * close-on-exec, and a background process of the script would keep such a
+ * connection open.  The script must exit 0 within timeout= seconds, which
+ * bound its whole run.  That is the reading of its output, and then its
+ * exit: a script may close its output and go on running.  waitid has no
+ * time limit.  So a thread that lives as long as the run waits in it, and
+ * closes a pipe when the script has exited; the run polls that pipe.
  *
- * It runs in a process group of its own.  When it fails, prints too
- * much or runs out of time, the whole group is killed, so that nothing
- * it started goes on running or holds nbdkit's stderr open, and only
- * then is the script reaped: until then its PID, the group's ID, cannot
- * be reused.  A process that leaves the group (setsid) is beyond reach.
+ * The script runs in a process group of its own.  When it fails, prints too
+ * much or runs out of time, the whole group is killed.  So nothing it
+ * started goes on running or holds nbdkit's stderr open.  Only then is the
+ * script reaped: until then its PID, the group's ID, cannot be reused.  A
+ * process that leaves the group (setsid) is beyond reach.
  */
 
 #include <config.h>

@@ -2,13 +2,17 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The connections: each is an easy handle with its own keep-alive
- * connection, made and freed when the pool (pool.c) says, with the
- * options every request on it shares (the user's, from config_apply),
- * its socket recorded (for callbacks.c's quick ACKs) and -D curl.verbose
- * output.  DNS answers, TLS sessions and cookies are shared between
- * the handles through a share handle.  What a request sets is
- * exchange.c's; the spare connections a handle may adopt are spares.c's.
+ * The connections: each is an easy handle, which over HTTP/1.1 keeps a
+ * keep-alive connection of its own.  The pool (read/pool.c) says when one
+ * is made or freed; the mirrors' threads make their own.  Each handle gets
+ * the options that every request on it shares: the user's, from
+ * config_apply.  Its socket is recorded, for request/callbacks.c's quick
+ * ACKs, and -D curl.verbose prints libcurl's trace.  DNS answers, TLS
+ * sessions and cookies are shared between the handles through a share
+ * handle.  What a request sets is request/exchange.c's.  The spare
+ * connections a handle may adopt are spares.c's.  This file is also the
+ * HTTP/1.1 transport (connection_transport): a request runs with
+ * curl_easy_perform, in the caller's thread.
  */
 
 #include <config.h>

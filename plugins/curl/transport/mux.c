@@ -2,35 +2,35 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * HTTP/2: every request as a stream on one connection.
+ * HTTP/2: every request as a stream on one connection.  transport.c runs
+ * this transport where the server speaks HTTP/2 (mux_choose, after the
+ * probe's first answer).
  *
- * libcurl multiplexes only the transfers of one multi handle: easy
- * handles performed each in its own thread never share a connection.
- * So where the server speaks HTTP/2 (mux_choose, after the probe's
- * first answer), each request's easy handle is handed to one multi
- * handle, which a thread of this file drives, and the nbdkit thread
- * that asked waits for its end: mux_perform stands in for
- * curl_easy_perform.  The handle keeps its callbacks (callbacks.c), so
- * each answer is judged as it arrives exactly as over HTTP/1.1, only in
- * this file's thread; the verdict, the retries and the copy to the
- * client stay in the thread that asked (exchange.c, engine.c).
+ * libcurl multiplexes only the transfers of one multi handle: easy handles
+ * performed each in its own thread never share a connection.  So each
+ * request's easy handle is handed to one multi handle, which a thread of
+ * this file drives.  The nbdkit thread that asked waits for its end
+ * (mux_perform, reached as transport_perform).  The handle keeps its
+ * callbacks (request/callbacks.c), so each answer is judged as it arrives
+ * exactly as over HTTP/1.1, only in this file's thread.  The verdict, the
+ * retries and the copy to the client stay in the thread that asked.
  *
- * CURLOPT_PIPEWAIT makes a request wait for the connection being made
- * instead of opening another: all requests go on one connection per
- * origin, up to the server's limit of concurrent streams (nginx: 128),
- * beyond which libcurl opens another, up to connections= per origin.
- * libcurl 7.88 offers a 32 MiB window per stream and on the connection,
- * more than a 1 Gbit/s link holds over 100 ms, so one connection fills
- * such a link.
+ * CURLOPT_PIPEWAIT makes a request wait for the connection being made,
+ * instead of opening another.  So all requests go on one connection per
+ * origin, up to the server's limit of concurrent streams (nginx: 128).
+ * Beyond it libcurl opens another, up to connections= per origin.  libcurl
+ * 7.88 offers a 32 MiB window per stream and on the connection.  That is
+ * more than a 1 Gbit/s link holds over 100 ms, so one connection fills such
+ * a link.
  *
- * The probe runs in .get_ready, before nbdkit forks, where no thread
- * may start: there mux_perform drives the multi handle itself.  The
- * probe's connection stays in the multi handle's cache, and the thread
- * (mux_start, once nbdkit runs) goes on with it.  So do the head
- * start's requests (probe.c), begun beside the probe's (mux_when_sent,
- * mux_begin) and still running across the fork: their owners wait for
- * them once they have threads (mux_wait), or, if nbdkit stops before
- * that, drive the multi handle themselves until they end.
+ * The probe runs in .get_ready, before nbdkit forks, where no thread may
+ * start: there mux_perform drives the multi handle itself.  The probe's
+ * connection stays in the multi handle's cache, and the thread goes on with
+ * it once nbdkit runs (mux_start).  So do the head start's requests
+ * (request/headstart.c), begun beside the probe's (mux_when_sent,
+ * mux_begin) and still running across the fork.  Their owners wait for them
+ * once they have threads (mux_wait).  If nbdkit stops before that, they
+ * drive the multi handle themselves until the requests end.
  */
 
 #include <config.h>
@@ -300,7 +300,7 @@ back_off_error (CURLMcode mc)
 }
 
 /* The thread: add what was handed over, run the transfers, wake the
- * waiters of those that ended; until mux_stop and none is left.
+ * waiters of those that ended; until mux_unload stops it and none is left.
  */
 static void *
 drive (void *arg)

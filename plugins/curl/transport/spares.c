@@ -3,35 +3,37 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * Spare connections.  Over a long round trip, each connection that a
- * client's reads need costs a round trip to open before its first
- * request (more with TLS), and opening them only once the probe has
- * answered (pool.c) puts that round trip after start-up, in front of
- * the client's first reads.  So as soon as the probe's own connection
- * is up and its request leaves (prereq_cb), unless that connection took
- * HTTP/2, which carries every request on it (mux.c), the pool's other
- * connections=-1 TCP connections are opened by hand to the address and
- * port that connection went to: a non-blocking connect each, which the
- * kernel completes while the probe waits for its answer.  Not before:
- * a server that serves one connection at a time must get the probe's
- * first.  A handle made later adopts one when libcurl asks for a
- * socket to that same address (open_cb) and tells libcurl that it is
- * connected (sockopt_cb), so its first request leaves at once.
- * libcurl chooses the address: through a proxy it is the proxy's, and
- * when the probe is redirected to another origin the spares follow it
- * there.  TLS stays libcurl's, on the adopted socket, for the URL's
- * name.  Near the server (pool_start) they are closed.
+ * client's reads need costs a round trip to open before its first request,
+ * more with TLS.  Opening them only once the probe has answered
+ * (read/pool.c) puts that round trip after start-up, in front of the
+ * client's first reads.  So the pool's other connections=-1 TCP connections
+ * are opened by hand, as soon as the probe's own connection is up and its
+ * request leaves (prereq_cb).  That is not done when the probe's connection
+ * took HTTP/2, which carries every request on it (mux.c).  Each spare is a
+ * non-blocking connect to the address and port the probe's connection went
+ * to, which the kernel completes while the probe waits for its answer.  Not
+ * before: a server that serves one connection at a time must get the
+ * probe's first.
  *
- * Each handle made takes one spare, adopted or closed, so the sockets
- * never outnumber connections=; and no spare gets a descriptor above
- * half of RLIMIT_NOFILE, so that nbdkit and the handles still get
- * theirs.  A spare that the server closed or spoke on, or that is not
- * connected yet, is closed rather than used; so are all of them once
- * they are SPARE_MAX_AGE_NS old (a server closes a connection that
- * sends no request, Apache after 20 s, HAProxy as often set up after
- * 10 s), by a thread started once nbdkit runs.  A close in flight when a
- * spare is taken fails its first request with no answer; the engine
- * asks again on a new connection (connection_took_spare).  Through a chain
- * of redirects they move at most MAX_SPARE_ROUNDS - 1 times.
+ * A handle made later adopts a spare when libcurl asks for a socket to that
+ * same address (open_cb).  It tells libcurl that the socket is connected
+ * (sockopt_cb), so its first request leaves at once.  libcurl chooses the
+ * address: through a proxy it is the proxy's.  When the probe is redirected
+ * to another origin, the spares follow it there.  TLS stays libcurl's, on
+ * the adopted socket, for the URL's name.  Near the server (pool_start) the
+ * spares are closed.
+ *
+ * Each handle made takes one spare, adopted or closed, so the sockets never
+ * outnumber connections=.  No spare gets a descriptor above half of
+ * RLIMIT_NOFILE, so that nbdkit and the handles still get theirs.  A spare
+ * that the server closed or spoke on, or that is not connected yet, is
+ * closed rather than used.  So are all of them once they are
+ * SPARE_MAX_AGE_NS old, by a thread started once nbdkit runs.  A server
+ * closes a connection that sends no request: Apache after 20 s, HAProxy as
+ * often set up after 10 s.  A close in flight when a spare is taken fails
+ * its first request with no answer.  request/request.c then asks again on a
+ * new connection (connection_took_spare).  Through a chain of redirects the
+ * spares move at most MAX_SPARE_ROUNDS - 1 times.
  */
 
 #include <config.h>

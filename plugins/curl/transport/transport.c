@@ -2,10 +2,11 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Which transport runs, and the calls that go to it.  HTTP/2 is tried
- * where it may be offered (mux_init).  The probe's first answer then
- * keeps it or drops it (transport_choose), once, before nbdkit serves.
- * Either way the callers ask the same questions here.
+ * Which transport runs, and the calls that go to it.  HTTP/2 is tried where
+ * it may be offered (mux_init).  The probe's first answer then keeps it or
+ * drops it (transport_choose), once, before nbdkit serves.  Either way the
+ * callers ask the same questions here.  A test may put a transport of its
+ * own in (transport_use).
  */
 
 #include <config.h>
