@@ -235,7 +235,8 @@ def check_readme(counts):
                         % folder)
     for a, b in zip(named, named[1:]):
         if a in level and b in level and level[b] < level[a]:
-            problems.append("README's Layout lists %s/ above %s/" % (b, a))
+            problems.append("README's Layout lists %s/ above %s/, a "
+                            "folder above it" % (a, b))
     for a, used in rows:
         for b in re.findall(r"`([a-z]+)/`", used):
             if a in level and (b not in level or level[b] <= level[a]):
