@@ -23,7 +23,8 @@
 #    at most 2 at the top and 8 in a folder;
 #  - README.md's Layout table names every folder, top down, and the
 #    folders each row says it uses are below it.
-# It prints the calls of each file and of each folder.
+# It prints the files each file calls, and the folders each folder calls
+# with the number of calls between their files.
 #
 # curlpipe is checked for cycles between its files only.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -229,7 +230,9 @@ def check_readme(counts):
     named = [r[0] for r in rows]
     print("%s: README's Layout names %s" % (what, " ".join(named)))
     for folder in sorted(set(counts) - set(named)):
-        problems.append("README's Layout does not name %s/" % folder)
+        problems.append("README's Layout does not name %s" % (
+            "the top (a row for its .c files)" if folder == "top"
+            else folder + "/"))
     for folder in sorted(set(named) - set(counts)):
         problems.append("README's Layout names %s/, which has no .c file"
                         % folder)
