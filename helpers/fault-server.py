@@ -47,7 +47,8 @@ def log(line):
 
 
 # The plugin's probe asks for the object's first 8 KiB (FIRST_BYTES in
-# plugins/curl/curldefs.h); the check after a write asks for one byte.  Modes that fault the reads answer these correctly.
+# plugins/curl/object/object.h); the check after a write asks for one
+# byte.  Modes that fault the reads answer these correctly.
 PROBE_BYTES = 8192
 
 

@@ -113,7 +113,7 @@ gets = 0                        # non-probe GETs so far, all connections
 conns = 0                       # connections accepted so far
 
 # The plugin's probe asks for the object's first 8 KiB (FIRST_BYTES in
-# plugins/curl/curldefs.h); the check after a write for one byte.
+# plugins/curl/object/object.h); the check after a write for one byte.
 PROBE_BYTES = 8192
 # Body bytes sent at most per turn of a connection's loop, so that it
 # reads the client's frames (WINDOW_UPDATE, RST_STREAM) between sends.

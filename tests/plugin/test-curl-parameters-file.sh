@@ -3,7 +3,7 @@
 # each with a valid value, on a file: URL and no server at all (like
 # nbdkit's test-curl-options).  nbdkit must start and a copy of the
 # whole export must equal the file.
-# Nothing in config.c refuses a parameter because the URL is file:, and
+# Nothing in config/config.c refuses a parameter because the URL is file:, and
 # libcurl's file: handler uses no network, so these are accepted and
 # have no effect here: proxy, proxy-user, proxy-password, proxy-cainfo,
 # proxy-capath (a proxy that nothing listens on still gives the file's
@@ -12,9 +12,9 @@
 # tcp-nodelay, sslverify, cainfo, capath, ssl-version, ssl-cipher-list,
 # tls13-ciphers, header, user, password, cookie, cookiefile, user-agent,
 # aws-sigv4, followlocation, location-trusted, insecure-redirect,
-# pin-object (not used for file:, remote.c), mirror-same-etag (no
+# pin-object (not used for file:, object/object.c), mirror-same-etag (no
 # mirrors: nothing to prove), readahead, readahead-size
-# (no read-ahead for file:, prefetch.c), checksum (the file's own: the
+# (no read-ahead for file:, read/readahead.c), checksum (the file's own: the
 # copy reads it in order), http-version where libcurl
 # has that version.  cookiejar is written at exit (libcurl's header, no
 # cookies).  The scripts of header-script= and cookie-script= run at

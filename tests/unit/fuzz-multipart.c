@@ -3,8 +3,8 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * fuzz-multipart: seeded random mutation of multipart/byteranges answers
- * fed to the plugin's parser (plugins/curl/ranges.c, linked in alone:
- * no nbdkit, no network).
+ * fed to the plugin's parser (plugins/curl/rules/ranges.c, linked in
+ * alone: no nbdkit, no network).
  *
  *   fuzz-multipart [-v] [SEED [COUNT [FIRST]]]
  *
@@ -19,8 +19,8 @@
  * parts in random order, a random boundary, CRLF or bare LF framing,
  * optional preamble, transport padding, epilogue and final line break.
  * Most cases then get one to four mutations (see mutate).  The answer
- * goes to ranges_multipart_feed in pieces of random sizes, as libcurl would hand
- * it over.
+ * goes to ranges_multipart_feed in pieces of random sizes, as libcurl
+ * would hand it over.
  *
  * The mutations touch only framing, headers and part lengths, never the
  * bytes inside a part's data: a part whose bytes are changed is framed
@@ -30,17 +30,18 @@
  * undetectably if its length still fitted; the ranges of a case have
  * distinct lengths so that it never does.
  *
- * The oracle: the parser refuses (ranges_multipart_feed or ranges_multipart_complete
- * false, with a reason); or the answer follows the rule in the comment
- * at the top of ranges.c, as judged again by ref_parse (simpler code
- * that sees the whole body at once), and every read's buffer holds the
- * bytes that the answer carries for it.  Those are the object's bytes,
- * except when mutations together amount to changing data bytes after
- * all: a part made 2 bytes short plus a CRLF more before its data is a
- * legal answer whose data starts with CRLF.  Such cases are counted
- * ("legal but carrying other bytes"), not failed: the same trap as above.
- * An unmutated answer and the named cases must give the object's bytes;
- * named cases that break the rule must be refused.
+ * The oracle: the parser refuses (ranges_multipart_feed or
+ * ranges_multipart_complete false, with a reason); or the answer follows
+ * the rule in the comment at the top of ranges.c, as judged again by
+ * ref_parse (simpler code that sees the whole body at once), and every
+ * read's buffer holds the bytes that the answer carries for it.  Those
+ * are the object's bytes, except when mutations together amount to
+ * changing data bytes after all: a part made 2 bytes short plus a CRLF
+ * more before its data is a legal answer whose data starts with CRLF.
+ * Such cases are counted ("legal but carrying other bytes"), not failed:
+ * the same trap as above.  An unmutated answer and the named cases must
+ * give the object's bytes; named cases that break the rule must be
+ * refused.
  *
  * Half the object's bytes are CR, LF or '-', so that data often ends in
  * a line break or looks like a delimiter: the ambiguous cases.  The

@@ -2,7 +2,7 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * test-ranges: the multipart/byteranges parser (plugins/curl/ranges.c,
+ * test-ranges: the multipart/byteranges parser (plugins/curl/rules/ranges.c,
  * linked in alone) against hand-made answers to a request for bytes
  * 10-19 and 40-44 of a 100-byte object: legal ones (CRLF and bare LF,
  * parts in either order, preamble, epilogue), which must fill the

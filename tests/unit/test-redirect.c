@@ -3,7 +3,7 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * test-redirect: the redirect rules, the expiry a URL carries and the
- * remembered target, without a server (plugins/curl/redirect.c,
+ * remembered target, without a server (plugins/curl/rules/redirect.c,
  * presigned.c and ranges.c linked in alone).  A failing case is named on
  * stderr and the exit status is 1.
  */

@@ -3,7 +3,7 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * test-verdict: the verdict on answers made by hand, without a server
- * (plugins/curl/verdict.c and ranges.c linked in alone).  Each case
+ * (plugins/curl/rules/verdict.c and ranges.c linked in alone).  Each case
  * builds what was asked and what came back, header lines going through
  * answer_header as callbacks.c's header callback would, and checks the
  * verdict and a word of its reason.  A failing case is named on stderr
