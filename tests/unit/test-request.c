@@ -49,15 +49,14 @@
 #define TARGET_HOST "127.0.0.2:1"
 
 /* Bounds on the fake server, and on how long it waits for a request. */
-#define MAX_REPLIES 16
 #define MAX_SEEN 32
 #define MAX_CONNS 16
 #define WAIT_MS 5000
 /* A case that takes longer than this has hung: its child is killed. */
 #define CASE_SECS 30
 
-/* The object's byte at offset i: no two nearby offsets alike, so bytes
- * from a wrong offset show.
+/* The object's byte at offset i: each differs from its neighbours, so
+ * bytes from a wrong offset show.
  */
 static char
 byte_at (uint64_t i)
@@ -548,13 +547,32 @@ read_ok (int line, struct conn *c, uint64_t offset, uint32_t count)
 }
 #define READ_OK(c, offset, count) read_ok (__LINE__, (c), (offset), (count))
 
+/* A copy of the i-th request the server saw (its method "" if none
+ * came), and how many came.
+ */
+static struct seen
+seen_at (unsigned i, unsigned *n)
+{
+  struct seen s = { .method = "" };
+
+  pthread_mutex_lock (&server.lock);
+  if (i < server.nseen && i < MAX_SEEN)
+    s = server.seen[i];
+  *n = server.nseen;
+  pthread_mutex_unlock (&server.lock);
+  return s;
+}
+
 /* Check that the server saw n requests. */
 static void
 seen_count (int line, unsigned n)
 {
-  check (line, server.nseen == n, "%u requests, not %u", server.nseen, n);
-  check (line, server.performs == server.nseen, "the transport ran %u "
-         "requests, the server saw %u", server.performs, server.nseen);
+  unsigned got;
+
+  seen_at (0, &got);
+  check (line, got == n, "%u requests, not %u", got, n);
+  check (line, server.performs == got, "the transport ran %u requests, "
+         "the server saw %u", server.performs, got);
 }
 #define SEEN_COUNT(n) seen_count (__LINE__, (n))
 
@@ -563,24 +581,34 @@ static void
 seen_get (int line, unsigned i, const char *host, const char *path,
           uint64_t first, uint64_t last)
 {
-  const struct seen *s = &server.seen[i];
+  unsigned n;
+  struct seen s = seen_at (i, &n);
 
-  if (i >= server.nseen || i >= MAX_SEEN) {
+  if (s.method[0] == '\0') {
     check (line, false, "request %u: none came", i);
     return;
   }
-  check (line, strcmp (s->method, "GET") == 0, "request %u: %s, not GET",
-         i, s->method);
-  check (line, strcmp (s->host, host) == 0, "request %u: to %s, not %s",
-         i, s->host, host);
-  check (line, strcmp (s->path, path) == 0, "request %u: for %s, not %s",
-         i, s->path, path);
-  check (line, s->ranged && s->first == first && s->last == last,
+  check (line, strcmp (s.method, "GET") == 0, "request %u: %s, not GET",
+         i, s.method);
+  check (line, strcmp (s.host, host) == 0, "request %u: to %s, not %s",
+         i, s.host, host);
+  check (line, strcmp (s.path, path) == 0, "request %u: for %s, not %s",
+         i, s.path, path);
+  check (line, s.ranged && s.first == first && s.last == last,
          "request %u: bytes %" PRIu64 "-%" PRIu64 ", not %" PRIu64 "-%"
-         PRIu64, i, s->first, s->last, first, last);
+         PRIu64, i, s.first, s.last, first, last);
 }
 #define SEEN_GET(i, host, path, first, last) \
   seen_get (__LINE__, (i), (host), (path), (first), (last))
+
+/* The connection that the i-th request came on. */
+static unsigned
+seen_conn (unsigned i)
+{
+  unsigned n;
+
+  return seen_at (i, &n).conn;
+}
 
 /* The requests seen, for a failing case's report. */
 static void
@@ -611,7 +639,7 @@ retry_after_cut (void)
     SEEN_COUNT (2);
     SEEN_GET (0, URL_HOST, "/obj", 65536, 69631);
     SEEN_GET (1, URL_HOST, "/obj", 65536, 69631);
-    CHECK (server.seen[0].conn != server.seen[1].conn,
+    CHECK (seen_conn (0) != seen_conn (1),
            "the retry went out on the connection that was cut");
     CHECK (stub_errors () == 0, "an error: %s", stub_last_error ());
   }
@@ -674,8 +702,7 @@ redirect_followed_once (void)
     SEEN_GET (0, URL_HOST, "/obj", 0, 4095);
     SEEN_GET (1, TARGET_HOST, "/real", 0, 4095);
     SEEN_GET (2, TARGET_HOST, "/real", 8192, 8291);
-    CHECK (server.seen[1].conn != server.seen[0].conn &&
-           server.seen[2].conn == server.seen[1].conn,
+    CHECK (seen_conn (1) != seen_conn (0) && seen_conn (2) == seen_conn (1),
            "the target's requests did not share a connection of their own");
     CHECK (stub_errors () == 0, "an error: %s", stub_last_error ());
   }
