@@ -8,7 +8,8 @@
  * checks the bytes it got and every request that went out: a retry
  * after a connection cut or dropped, retries= as a bound, a redirect
  * followed once and then skipped, a target renewed after a 403 or
- * before its expiry, and answers that are refused.
+ * before its expiry, answers that are refused, and with a mirror, a
+ * read asked of the other source when one fails or stalls.
  *
  * The fake transport runs libcurl for real, but on a Unix socket to a
  * fake server in the test, whatever host the URL names.  The server
@@ -47,11 +48,15 @@
 #define URL_HOST "127.0.0.1:1"
 #define TARGET "http://127.0.0.2:1/real"
 #define TARGET_HOST "127.0.0.2:1"
+#define MIRROR "http://127.0.0.3:1/mirror"
+#define MIRROR_HOST "127.0.0.3:1"
 
 /* Bounds on the fake server, and on how long it waits for a request. */
 #define MAX_SEEN 32
 #define MAX_CONNS 16
 #define WAIT_MS 5000
+/* A stalled answer stays silent this long at most. */
+#define STALL_MS 15000
 /* A case that takes longer than this has hung: its child is killed. */
 #define CASE_SECS 30
 
@@ -72,6 +77,7 @@ enum reply_kind {
   REDIRECT,                     /* 302 to location */
   STATUS,                       /* status, with no body */
   SHIFTED,                      /* 206 with the bytes one further on */
+  STALL,                        /* 206, half the body, then silence */
 };
 
 struct reply {
@@ -218,6 +224,19 @@ parse_head (char *head, struct seen *s)
   }
 }
 
+/* Send nothing more on fd until the client closes it (STALL_MS at
+ * most), reading what it may send.
+ */
+static void
+wait_for_close (int fd)
+{
+  char buf[512];
+  struct pollfd p = { .fd = fd, .events = POLLIN };
+
+  while (poll (&p, 1, STALL_MS) == 1 && recv (fd, buf, sizeof buf, 0) > 0)
+    ;
+}
+
 /* Answer one request by reply r: false when the connection ends. */
 static bool
 answer (int fd, const struct seen *s, const struct reply *r)
@@ -242,8 +261,12 @@ answer (int fd, const struct seen *s, const struct reply *r)
               "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%d\r\n"
               "Content-Length: %" PRIu64 "\r\n\r\n",
               first, last, SIZE, last - first + 1);
-    return send_all (fd, head, strlen (head)) &&
-      send_bytes (fd, first, last, r->kind == CUT) && r->kind != CUT;
+    if (!send_all (fd, head, strlen (head)) ||
+        !send_bytes (fd, first, last, r->kind == CUT || r->kind == STALL))
+      return false;
+    if (r->kind == STALL)
+      wait_for_close (fd);
+    return r->kind == RANGE || r->kind == SHIFTED;
   }
   return send_all (fd, head, strlen (head));
 }
@@ -478,6 +501,29 @@ start (const struct reply *replies, unsigned nreplies, ...)
  failed:
   CHECK (false, "setting the plugin up failed: %s", stub_last_error ());
   return NULL;
+}
+
+/* A mirror proven the same object and up, as ops/mirrors.c leaves it,
+ * as source i: its first byte takes 1 ms, as url='s does.
+ */
+static void
+mirror_up (unsigned i, const char *url)
+{
+  static char shown[MAX_SOURCES][128];
+  struct source *m = &sources[i];
+
+  snprintf (shown[i], sizeof shown[i], "%s", url);
+  *m = (struct source) {
+    .id = i, .url = url, .shown = shown[i], .proven = true,
+    .pin = { .etag = "", .last_modified = "", .header = "" },
+  };
+  CHECK (redirect_origin (url, &m->origin) == 0 &&
+         redirect_origin (URL, &m->home) == 0, "%s: no origin", url);
+  sources_add (m, SOURCE_PROBING);
+  sources_set (m, SOURCE_UP, NULL);
+  sources_probed (m, 1000000);
+  sources_round_trip (1000000);
+  nsources = i + 1;
 }
 
 /* The handle closed (its connections with it), the responders ended,
@@ -863,6 +909,68 @@ wrong_content_range (void)
   finish (c);
 }
 
+/* Requests i and j went to different sources, for the same bytes. */
+static void
+two_sources (int line, unsigned i, unsigned j, uint64_t first,
+             uint64_t last)
+{
+  unsigned n;
+  struct seen a = seen_at (i, &n), b = seen_at (j, &n);
+  bool url_first = strcmp (a.host, URL_HOST) == 0;
+
+  seen_get (line, i, url_first ? URL_HOST : MIRROR_HOST,
+            url_first ? "/obj" : "/mirror", first, last);
+  seen_get (line, j, url_first ? MIRROR_HOST : URL_HOST,
+            url_first ? "/mirror" : "/obj", first, last);
+  check (line, strcmp (a.host, b.host) != 0, "requests %u and %u both "
+         "went to %s", i, j, a.host);
+}
+#define TWO_SOURCES(i, j, first, last) \
+  two_sources (__LINE__, (i), (j), (first), (last))
+
+/* With a mirror, a read that one source fails (503) is asked of the
+ * other at once: no retry is spent (retries=0), and no back-off.
+ */
+static void
+mirror_failover (void)
+{
+  static const struct reply replies[] = { ST (503), R (RANGE) };
+  struct conn *c = start (replies, 2, "retries", "0", NULL);
+
+  if (c != NULL) {
+    mirror_up (1, MIRROR);
+    READ_OK (c, 300000, 5000);
+    SEEN_COUNT (2);
+    TWO_SOURCES (0, 1, 300000, 304999);
+  }
+  finish (c);
+}
+
+/* With a mirror, a read whose bytes stop coming is stopped after
+ * HEDGE_MIN_NS (750 ms, sources.c) and asked of the other source: long
+ * before timeout= or the stalled server would end it, and without a
+ * retry.
+ */
+static void
+mirror_hedge (void)
+{
+  static const struct reply replies[] = { R (STALL), R (RANGE) };
+  struct conn *c = start (replies, 2, "retries", "0", "timeout", "20", NULL);
+  int64_t t;
+
+  if (c != NULL) {
+    mirror_up (1, MIRROR);
+    t = clock_ns ();
+    READ_OK (c, 0, 65536);
+    t = clock_ns () - t;
+    CHECK (t < 5 * INT64_C (1000000000), "the read took %" PRIi64 " ms: "
+           "it was not asked of the other source in time", t / 1000000);
+    SEEN_COUNT (2);
+    TWO_SOURCES (0, 1, 0, 65535);
+  }
+  finish (c);
+}
+
 static const struct {
   const char *name;
   void (*run) (void);
@@ -875,6 +983,8 @@ static const struct {
   { "renewal-before-expiry", renewal_before_expiry },
   { "renewal-elsewhere", renewal_elsewhere },
   { "wrong-content-range", wrong_content_range },
+  { "mirror-failover", mirror_failover },
+  { "mirror-hedge", mirror_hedge },
 };
 
 /* In the child: run case i, and exit 1 if a check failed. */
