@@ -755,14 +755,13 @@ redirect_followed_once (void)
   finish (c);
 }
 
-/* A presigned URL of the target, signed sig, dated now - ago seconds
- * and good for life seconds: its path and query, after TARGET_HOST.
+/* A presigned URL of the target, signed sig, dated t and good for life
+ * seconds: its path and query, after TARGET_HOST.
  */
 static void
-presigned (char *path, size_t size, const char *sig, time_t ago,
+presigned (char *path, size_t size, const char *sig, time_t t,
            unsigned life)
 {
-  time_t t = time (NULL) - ago;
   struct tm tm;
   char date[32];
 
@@ -787,8 +786,8 @@ renewal_after_refusal (void)
   };
   struct conn *c;
 
-  presigned (one, sizeof one, "one", 0, 3600);
-  presigned (two, sizeof two, "two", 0, 3600);
+  presigned (one, sizeof one, "one", time (NULL), 3600);
+  presigned (two, sizeof two, "two", time (NULL), 3600);
   snprintf (to_one, sizeof to_one, "http://" TARGET_HOST "%s", one);
   snprintf (to_two, sizeof to_two, "http://" TARGET_HOST "%s", two);
   c = start (replies, 6, NULL);
@@ -809,9 +808,10 @@ renewal_after_refusal (void)
 }
 
 /* (c) A presigned target near its expiry is renewed before it is used:
- * the read after asks url= first.  It is found with 3 s to live, of
- * which the last second is the renewal's (presigned_renew_margin with
- * timeout=1), so the second read waits for that second.
+ * the read after asks url= first.  It expires at t0 + 3 and is found at
+ * t0 (or t0 + 1 on a slow day).  Its renewal margin is then 1 s, half
+ * its life at most (presigned_renew_margin), so a read from t0 + 2 on
+ * renews it: the second read waits for that.
  */
 static void
 renewal_before_expiry (void)
@@ -824,8 +824,8 @@ renewal_before_expiry (void)
   struct conn *c;
   time_t t0 = time (NULL);
 
-  presigned (one, sizeof one, "one", 100, 103);
-  presigned (two, sizeof two, "two", 0, 3600);
+  presigned (one, sizeof one, "one", t0 - 100, 103);
+  presigned (two, sizeof two, "two", t0, 3600);
   snprintf (to_one, sizeof to_one, "http://" TARGET_HOST "%s", one);
   snprintf (to_two, sizeof to_two, "http://" TARGET_HOST "%s", two);
   c = start (replies, 4, "timeout", "1", NULL);
