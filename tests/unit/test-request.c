@@ -78,6 +78,7 @@ enum reply_kind {
   STATUS,                       /* status, with no body */
   SHIFTED,                      /* 206 with the bytes one further on */
   STALL,                        /* 206, half the body, then silence */
+  HEAD_OK,                      /* 200 with the size, for a HEAD */
 };
 
 struct reply {
@@ -249,6 +250,9 @@ answer (int fd, const struct seen *s, const struct reply *r)
   if (r->kind == REDIRECT)
     snprintf (head, sizeof head, "HTTP/1.1 302 Found\r\nLocation: %s\r\n"
               "Content-Length: 0\r\n\r\n", r->location);
+  else if (r->kind == HEAD_OK)
+    snprintf (head, sizeof head, "HTTP/1.1 200 OK\r\n"
+              "Content-Length: %d\r\n\r\n", SIZE);
   else if (r->kind == STATUS || !s->ranged ||
            last + (r->kind == SHIFTED) >= SIZE)
     snprintf (head, sizeof head, "HTTP/1.1 %ld Scripted\r\n"
@@ -622,30 +626,52 @@ seen_count (int line, unsigned n)
 }
 #define SEEN_COUNT(n) seen_count (__LINE__, (n))
 
+/* Check the i-th request's method, host and path: false if none came. */
+static bool
+seen_is (int line, unsigned i, const char *method, const char *host,
+         const char *path, struct seen *s)
+{
+  unsigned n;
+
+  *s = seen_at (i, &n);
+  if (s->method[0] == '\0') {
+    check (line, false, "request %u: none came", i);
+    return false;
+  }
+  check (line, strcmp (s->method, method) == 0, "request %u: %s, not %s",
+         i, s->method, method);
+  check (line, strcmp (s->host, host) == 0, "request %u: to %s, not %s",
+         i, s->host, host);
+  check (line, strcmp (s->path, path) == 0, "request %u: for %s, not %s",
+         i, s->path, path);
+  return true;
+}
+
 /* Check the i-th request: a GET at host for path, of first-last. */
 static void
 seen_get (int line, unsigned i, const char *host, const char *path,
           uint64_t first, uint64_t last)
 {
-  unsigned n;
-  struct seen s = seen_at (i, &n);
+  struct seen s;
 
-  if (s.method[0] == '\0') {
-    check (line, false, "request %u: none came", i);
-    return;
-  }
-  check (line, strcmp (s.method, "GET") == 0, "request %u: %s, not GET",
-         i, s.method);
-  check (line, strcmp (s.host, host) == 0, "request %u: to %s, not %s",
-         i, s.host, host);
-  check (line, strcmp (s.path, path) == 0, "request %u: for %s, not %s",
-         i, s.path, path);
-  check (line, s.ranged && s.first == first && s.last == last,
-         "request %u: bytes %" PRIu64 "-%" PRIu64 ", not %" PRIu64 "-%"
-         PRIu64, i, s.first, s.last, first, last);
+  if (seen_is (line, i, "GET", host, path, &s))
+    check (line, s.ranged && s.first == first && s.last == last,
+           "request %u: bytes %" PRIu64 "-%" PRIu64 ", not %" PRIu64 "-%"
+           PRIu64, i, s.first, s.last, first, last);
 }
 #define SEEN_GET(i, host, path, first, last) \
   seen_get (__LINE__, (i), (host), (path), (first), (last))
+
+/* Check the i-th request: a HEAD at host for path, with no Range. */
+static void
+seen_head (int line, unsigned i, const char *host, const char *path)
+{
+  struct seen s;
+
+  if (seen_is (line, i, "HEAD", host, path, &s))
+    check (line, !s.ranged, "request %u: a HEAD with a Range", i);
+}
+#define SEEN_HEAD(i, host, path) seen_head (__LINE__, (i), (host), (path))
 
 /* The connection that the i-th request came on. */
 static unsigned
@@ -751,6 +777,36 @@ redirect_followed_once (void)
     CHECK (seen_conn (1) != seen_conn (0) && seen_conn (2) == seen_conn (1),
            "the target's requests did not share a connection of their own");
     CHECK (stub_errors () == 0, "an error: %s", stub_last_error ());
+  }
+  finish (c);
+}
+
+/* (b) A HEAD follows url='s redirect each time, even once reads go to
+ * the remembered target (route.c: only reads use it), and gives the
+ * size.
+ */
+static void
+head_asks_url (void)
+{
+  static const struct reply replies[] = {
+    TO (TARGET), R (RANGE), TO (TARGET), R (HEAD_OK),
+  };
+  struct conn *c = start (replies, 4, NULL);
+
+  if (c != NULL) {
+    struct object_info info = { .size = -1 };
+    enum verdict v;
+
+    READ_OK (c, 0, 4096);
+    v = request_head (c, &info);
+    CHECK (v == VERDICT_OK, "HEAD: %s, not OK (last error: %s)",
+           verdict_name (v), stub_last_error ());
+    CHECK (info.size == SIZE, "HEAD: size %" PRIi64 ", not %d", info.size,
+           SIZE);
+    SEEN_COUNT (4);
+    SEEN_GET (1, TARGET_HOST, "/real", 0, 4095);
+    SEEN_HEAD (2, URL_HOST, "/obj");
+    SEEN_HEAD (3, TARGET_HOST, "/real");
   }
   finish (c);
 }
@@ -979,6 +1035,7 @@ static const struct {
   { "retry-after-drop", retry_after_drop },
   { "retries-bounded", retries_bounded },
   { "redirect-followed-once", redirect_followed_once },
+  { "head-asks-url", head_asks_url },
   { "renewal-after-refusal", renewal_after_refusal },
   { "renewal-before-expiry", renewal_before_expiry },
   { "renewal-elsewhere", renewal_elsewhere },
