@@ -8,8 +8,9 @@
  * checks the bytes it got and every request that went out: a retry
  * after a connection cut or dropped, retries= as a bound, a redirect
  * followed once and then skipped, a target renewed after a 403 or
- * before its expiry, answers that are refused, and with a mirror, a
- * read asked of the other source when one fails or stalls.
+ * before its expiry, answers that are refused (a wrong range, another
+ * version of a pinned object), and with a mirror, a read asked of the
+ * other source when one fails or stalls.
  *
  * The fake transport runs libcurl for real, but on a Unix socket to a
  * fake server in the test, whatever host the URL names.  The server
@@ -85,8 +86,10 @@ struct reply {
   enum reply_kind kind;
   long status;                  /* STATUS */
   const char *location;         /* REDIRECT */
+  const char *etag;             /* RANGE: an ETag header, if not NULL */
 };
 #define R(k) { .kind = (k) }
+#define TAGGED(tag) { .kind = RANGE, .etag = (tag) }
 #define TO(url) { .kind = REDIRECT, .location = (url) }
 #define ST(n) { .kind = STATUS, .status = (n) }
 
@@ -95,6 +98,7 @@ struct seen {
   char method[8];
   char host[64];
   char path[512];
+  char if_match[64];
   bool ranged;
   uint64_t first, last;
   unsigned conn;                /* which connection it came on */
@@ -219,6 +223,8 @@ parse_head (char *head, struct seen *s)
        line = strtok_r (NULL, "\r\n", &save)) {
     if (strncasecmp (line, "Host: ", 6) == 0)
       snprintf (s->host, sizeof s->host, "%s", line + 6);
+    else if (strncasecmp (line, "If-Match: ", 10) == 0)
+      snprintf (s->if_match, sizeof s->if_match, "%s", line + 10);
     else if (strncasecmp (line, "Range: bytes=", 13) == 0)
       s->ranged = sscanf (line + 13, "%" SCNu64 "-%" SCNu64,
                           &s->first, &s->last) == 2;
@@ -263,8 +269,10 @@ answer (int fd, const struct seen *s, const struct reply *r)
       first++, last++;
     snprintf (head, sizeof head, "HTTP/1.1 206 Partial Content\r\n"
               "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%d\r\n"
-              "Content-Length: %" PRIu64 "\r\n\r\n",
-              first, last, SIZE, last - first + 1);
+              "Content-Length: %" PRIu64 "\r\n%s%s%s\r\n",
+              first, last, SIZE, last - first + 1,
+              r->etag ? "ETag: " : "", r->etag ? r->etag : "",
+              r->etag ? "\r\n" : "");
     if (!send_all (fd, head, strlen (head)) ||
         !send_bytes (fd, first, last, r->kind == CUT || r->kind == STALL))
       return false;
@@ -1027,6 +1035,45 @@ mirror_hedge (void)
   finish (c);
 }
 
+/* Reads pinned to the ETag the probe found carry it in If-Match, and
+ * an answer that shows another ETag is the object changed: refused
+ * before a byte reaches the buffer, and not asked again.
+ */
+static void
+pinned_changed (void)
+{
+  /* The third would serve a retry, which must not happen. */
+  static const struct reply replies[] = {
+    TAGGED ("\"v1\""), TAGGED ("\"v2\""), TAGGED ("\"v1\""),
+  };
+  struct conn *c;
+  char buf[1024];
+  unsigned n;
+
+  strcpy (object.etag, "\"v1\"");
+  c = start (replies, 3, NULL);
+  if (c != NULL) {
+    enum verdict v;
+    size_t i;
+
+    READ_OK (c, 0, 1024);
+    memset (buf, 0x5a, sizeof buf);
+    v = read_at (c, 1024, sizeof buf, buf);
+    CHECK (v == VERDICT_OBJECT_CHANGED, "the read of another version: %s, "
+           "not OBJECT_CHANGED", verdict_name (v));
+    for (i = 0; i < sizeof buf && buf[i] == 0x5a; i++)
+      ;
+    CHECK (i == sizeof buf, "byte %zu of the buffer was written", i);
+    CHECK (object_changed () == 1, "the change was counted %u times",
+           object_changed ());
+    SEEN_COUNT (2);
+    CHECK (strcmp (seen_at (0, &n).if_match, "\"v1\"") == 0 &&
+           strcmp (seen_at (1, &n).if_match, "\"v1\"") == 0,
+           "the reads did not carry If-Match: \"v1\"");
+  }
+  finish (c);
+}
+
 static const struct {
   const char *name;
   void (*run) (void);
@@ -1040,6 +1087,7 @@ static const struct {
   { "renewal-before-expiry", renewal_before_expiry },
   { "renewal-elsewhere", renewal_elsewhere },
   { "wrong-content-range", wrong_content_range },
+  { "pinned-changed", pinned_changed },
   { "mirror-failover", mirror_failover },
   { "mirror-hedge", mirror_hedge },
 };
