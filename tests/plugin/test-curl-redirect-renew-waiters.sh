@@ -13,12 +13,15 @@
 # Every read ends (with EIO: nothing answers) within 2 x timeout + 2 s
 # of when it was sent, and once the redirector (the script) answers
 # again, reads are served again, byte-exact.
-#  - margin: a target that lives 24 s, a redirector that hangs from
+#  - margin: a target that lives 12 s, a redirector that hangs from
 #    6.5 s before its end, reads one after another until 0.5 s before:
 #    none fails and none takes longer than 2 x timeout + 2 s.  The
 #    renewal starts at least 2 x timeout + 1 s before the expiry, so the
-#    old target outlives a renewal that hangs (a tenth of the life, 2 s
+#    old target outlives a renewal that hangs (a tenth of the life, 1 s
 #    here, was less than the renewal took: the renewing read failed).
+# Most of the time is waiting for links to expire: the expired case's
+# link ages while the refused and script cases run, and the margin's
+# life is the least that keeps its renewal window at 2 x timeout + 1 s.
 # url= is helpers/redirector.py; the target is nginx, which does not
 # check the link (the plugin reads its Expires= all the same).
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -51,15 +54,16 @@ first_expiry ()
   sed -n 's/.*Expires=\([0-9]*\)&.*/\1/p' "$tmp/nginx-obj.log" | head -1
 }
 
-# waiters MODE START HANG...: 20 reads, then when START (seconds since
-# the epoch) has come, create the files HANG..., send 8 reads at once,
-# wait for each, remove the files, and read until one is served (at
-# most 20 s).
+# waiters MODE START FIRST HANG...: FIRST reads, then when START
+# (seconds since the epoch) has come, create the files HANG..., send 8
+# reads at once, wait for each (each must fail), remove the files, and
+# read until one is served (at most 20 s).
 waiters ()
 {
-  local mode=$1 start=$2
-  shift 2
-  START=$start FILE=$image HANG="$*" BOUND=$bound nbdsh -u "$uri" -c '
+  local mode=$1 start=$2 first=$3
+  shift 3
+  START=$start FIRST=$first FILE=$image HANG="$*" BOUND=$bound \
+    nbdsh -u "$uri" -c '
 import os, time
 data = open(os.environ["FILE"], "rb").read()
 files = os.environ["HANG"].split()
@@ -67,9 +71,10 @@ files = os.environ["HANG"].split()
 def check(buf, off):
     assert buf.to_bytearray() == data[off:off + 4096], "wrong data at %d" % off
 
-# 20 reads served first: the target is not one that keeps failing soon
-# after it was found (those are given up, and reads follow url=).
-for i in range(20):
+# 20 reads served first (here or before): the target is not one that
+# keeps failing soon after it was found (those are given up, and reads
+# follow url=).
+for i in range(int(os.environ["FIRST"])):
     off = i * 4096
     assert h.pread(4096, off) == data[off:off + 4096], "wrong data at %d" % off
 time.sleep(max(0, float(os.environ["START"]) - time.time()))
@@ -96,6 +101,7 @@ for f in files:
 lat = sorted(round(t, 1) for t in ended.values())
 print("latencies %s failed %d" % (lat, failed))
 assert len(ended) == 8, "%d reads never ended" % (8 - len(ended))
+assert failed == 8, "%d reads were served: nothing was to answer" % (8 - failed)
 assert lat[-1] <= float(os.environ["BOUND"]), \
     "a read took %.1f s: it waited for more than one renewal" % lat[-1]
 deadline = time.time() + 20
@@ -117,33 +123,45 @@ h.shutdown()
 
 params=(timeout=2 retries=0 readahead=false)
 
-# expired: a link of 8 s, found at start-up; no read until it expired.
+# expired: a link of 8 s, found at start-up, and its 20 reads served
+# at once, before its renewal window (4 s before the end) opens.  No
+# read then until it expired: the next two cases run meanwhile.
 echo "x 8" >"$tmp/rd/sign"
 : >"$tmp/nginx-obj.log"
 start_nbdkit expired -r -v "$PLUGIN" \
              "http://127.0.0.1:$rd_port/disk.img" "${params[@]}"
+expired_uri=$uri
 expires=$(first_expiry)
 [ -n "$expires" ] || fail "expired: no link with an expiry was used"
-waiters expired "$((expires + 1))" "$tmp/rd/hang"
-stop_nbdkit expired
+read_in_turn "$image" 0 20 4096 >"$tmp/expired-first.out" 2>&1 || {
+  cat "$tmp/expired-first.out" >&2
+  fail "expired: the first reads failed"
+}
+rm -f "$tmp/rd/sign"
 
 # refused: the target, with no expiry, answers 403.
-rm -f "$tmp/rd/sign"
 start_nbdkit refused -r -v "$PLUGIN" \
              "http://127.0.0.1:$rd_port/disk.img" "${params[@]}"
-waiters refused 0 "$tmp/rd/hang" "$tmp/nginx-obj/refuse"
+waiters refused 0 20 "$tmp/rd/hang" "$tmp/nginx-obj/refuse"
 stop_nbdkit refused
 
 # script: url-script's URL answers 403, the script hangs.
 start_nbdkit script -r -v "$PLUGIN" "url-script=$tmp/url.sh" \
              "${params[@]}"
-waiters script 0 "$tmp/script-hang" "$tmp/nginx-obj/refuse"
+waiters script 0 20 "$tmp/script-hang" "$tmp/nginx-obj/refuse"
 stop_nbdkit script
 grep -q "url-script.*waited" "$tmp/script.err" ||
   problem "script: no message about the run that the reads waited for"
 
+uri=$expired_uri
+echo "x 8" >"$tmp/rd/sign"
+waiters expired "$((expires + 1))" 0 "$tmp/rd/hang"
+stop_nbdkit expired
+
 # margin: the renewal window opens 2 x timeout + 1 s before the end.
-echo "x 24" >"$tmp/rd/sign"
+# It is at most half the life, which the plugin may see a second short:
+# 12 s is the least life that keeps it at 5 s.
+echo "x 12" >"$tmp/rd/sign"
 : >"$tmp/nginx-obj.log"
 start_nbdkit margin -r -v "$PLUGIN" \
              "http://127.0.0.1:$rd_port/disk.img" "${params[@]}"
