@@ -299,7 +299,7 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
   if (x->src != NULL && !x->once && !x->hedged && !x->hedge_off) {
     if (x->clock.sent_ns == 0 && request_sent (x))
       sources_sent (x->src, &x->clock);
-    x->hedged = sources_hedge_due (x->src, &x->clock);
+    x->hedged = hedge_due (x->src, &x->clock);
     if (x->hedged) {
       x->a.stopped = true;
       return 1;

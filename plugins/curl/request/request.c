@@ -249,7 +249,7 @@ attempt (struct conn *c, struct xfer *x)
       /* Each source may be found too slow twice (it answers again
        * meanwhile), then the read waits where it is.
        */
-      sources_why_slow (x->hedged, &x->clock, why, sizeof why);
+      hedge_why (x->hedged, &x->clock, why, sizeof why);
       if (!sources_fail (x->src, why, true)) {
         nbdkit_debug ("%s: %s: %s, and no other source is left to ask: "
                       "asked again and waited for", x->what, shown (x), why);
