@@ -63,6 +63,25 @@ cleanup_unlock (pthread_mutex_t **lock)
   pthread_mutex_t *scope_lock_ = (m);                                   \
   pthread_mutex_lock (scope_lock_)
 
+/* intervals.c: sorted byte intervals [start, end), merged as they
+ * touch, in a list of fixed room.
+ */
+#define INTERVALS_MAX 4096
+
+struct interval {
+  uint64_t start, end;
+};
+
+struct intervals {
+  struct interval r[INTERVALS_MAX];
+  unsigned n;
+};
+
+extern bool intervals_note (struct intervals *l, uint64_t start,
+                            uint64_t end, bool over);
+extern void intervals_trim (struct intervals *l, uint64_t pos);
+extern uint64_t intervals_total (const struct intervals *l);
+
 /* clock.c: CLOCK_MONOTONIC in nanoseconds, and back to a timespec for
  * pthread_cond_timedwait.
  */

@@ -84,20 +84,20 @@ extern unsigned nsources;
 extern struct source sources[MAX_SOURCES];
 extern bool sources_many (void);
 extern uint64_t sources_window (void);
-/* Why a request was found too slow at its source (sources_hedge_due):
+/* Why a request was found too slow at its source (hedge_due):
  * its connection was not set up, it ran much longer than expected, no
  * byte came for long, or its bytes come far slower than another source
  * would send them.
  */
 enum hedge { HEDGE_NONE, HEDGE_SETUP, HEDGE_LATE, HEDGE_STALL, HEDGE_DRIP };
 
-/* A request at its source, as sources_hedge_due judges it. */
+/* A request at its source, as hedge_due judges it. */
 struct source_clock {
   int64_t picked_ns;            /* when it was given to its source */
   int64_t sent_ns;              /* when it went out (0: not yet) */
   int64_t last_byte_ns;         /* its last byte, or when it went out */
   int64_t late_ns;              /* too late from then (0: no limit) */
-  int64_t checked_ns;           /* sources_hedge_due's last look */
+  int64_t checked_ns;           /* hedge_due's last look */
   uint64_t asked, got;          /* its body bytes */
   uint64_t recv_sent;           /* its source's bytes when it went out */
   double pace;                  /* HEDGE_DRIP: its source's, bytes/ns */
@@ -112,10 +112,6 @@ extern void sources_got (struct source *s, size_t n, bool first);
 extern void sources_end (struct source *s, uint64_t asked, uint64_t got,
                          int64_t first_byte_ns);
 extern bool sources_fail (struct source *s, const char *why, bool hedged);
-extern enum hedge sources_hedge_due (const struct source *s,
-                                     struct source_clock *k);
-extern void sources_why_slow (enum hedge h, const struct source_clock *k,
-                              char *why, size_t size);
 extern void sources_probed (struct source *s, int64_t wait_ns);
 extern void sources_set (struct source *s, enum source_state state,
                          const char *why);
@@ -124,5 +120,10 @@ extern void sources_start (void);
 extern void sources_print (void);
 extern void sources_stop (void);
 extern bool sources_stopping (void);
+
+/* hedge.c: whether a running request is too slow at its source. */
+extern enum hedge hedge_due (const struct source *s, struct source_clock *k);
+extern void hedge_why (enum hedge h, const struct source_clock *k, char *why,
+                       size_t size);
 
 #endif /* OBJECT_H */

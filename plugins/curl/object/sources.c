@@ -33,33 +33,13 @@
 
 #include <nbdkit-plugin.h>
 
-#include "object/object.h"
+#include "object/sched.h"
 
 unsigned nsources = 1;
 struct source sources[MAX_SOURCES];
 
-/* Each source's scheduling state, under lock (recv: atomic). */
-static struct sched {
-  enum source_state state;
-  int64_t down_until, down_ns;  /* when to ask again, how long after */
-  unsigned running;             /* requests out */
-  unsigned flowing;             /* ... whose answers are coming */
-  uint64_t outstanding;         /* bytes its running requests asked */
-  uint64_t recv, recv_sampled;  /* body bytes come (atomic) */
-  uint64_t recv_ended;          /* ... for requests that ended */
-  int64_t busy_start, busy_total, busy_sampled;  /* ns with requests out */
-  double rate;                  /* bytes/ns when busy; 0: unknown */
-  int64_t lat_ns;               /* to the first byte, recent */
-  uint64_t requests, failures, hedges;
-} sched[MAX_SOURCES];
-
-static inline struct sched *
-sched_of (const struct source *s)
-{
-  return &sched[s->id];
-}
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+struct sched sources_sched[MAX_SOURCES];
+pthread_mutex_t sources_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond;     /* CLOCK_MONOTONIC: sources_start */
 static bool stopping;           /* see sources_stop */
 
@@ -73,14 +53,6 @@ static bool stopping;           /* see sources_stop */
 /* Dropped sources are asked again after 2 s, then 4, 8... at most 60. */
 #define DOWN_FIRST_NS (2000 * INT64_C (1000000))
 #define DOWN_MAX_NS (60000 * INT64_C (1000000))
-/* A request is asked of another source after four times the time it
- * was expected to take, and not before HEDGE_MIN_NS: a round trip to a
- * far server, or a busy one, varies by more than that on its own.
- */
-#define HEDGE_MIN_NS (750 * INT64_C (1000000))
-/* How often a request looks whether it is too slow. */
-#define CHECK_NS (50 * INT64_C (1000000))
-
 /* config_complete: source s starts in state (ops/mirrors.c). */
 void
 sources_add (struct source *s, enum source_state state)
@@ -92,7 +64,7 @@ sources_add (struct source *s, enum source_state state)
 void
 sources_round_trip (int64_t ns)
 {
-  sched[0].lat_ns = ns;
+  sources_sched[0].lat_ns = ns;
 }
 
 bool
@@ -107,18 +79,19 @@ sources_many (void)
 static void
 sample_locked (struct source *s, int64_t now)
 {
-  uint64_t recv = __atomic_load_n (&sched_of (s)->recv, __ATOMIC_RELAXED);
-  int64_t busy = sched_of (s)->busy_total + (sched_of (s)->flowing > 0 ? now - sched_of (s)->busy_start : 0);
+  struct sched *d = sched_of (s);
+  uint64_t recv = __atomic_load_n (&d->recv, __ATOMIC_RELAXED);
+  int64_t busy = d->busy_total + (d->flowing > 0 ? now - d->busy_start : 0);
   double r;
 
-  if (busy <= sched_of (s)->busy_sampled ||
-      (busy - sched_of (s)->busy_sampled < SAMPLE_NS &&
-       recv - sched_of (s)->recv_sampled < SAMPLE_BYTES))
+  if (busy <= d->busy_sampled ||
+      (busy - d->busy_sampled < SAMPLE_NS &&
+       recv - d->recv_sampled < SAMPLE_BYTES))
     return;
-  r = (double) (recv - sched_of (s)->recv_sampled) / (busy - sched_of (s)->busy_sampled);
-  sched_of (s)->rate = sched_of (s)->rate == 0 ? r : 0.7 * sched_of (s)->rate + 0.3 * r;
-  sched_of (s)->recv_sampled = recv;
-  sched_of (s)->busy_sampled = busy;
+  r = (double) (recv - d->recv_sampled) / (busy - d->busy_sampled);
+  d->rate = d->rate == 0 ? r : 0.7 * d->rate + 0.3 * r;
+  d->recv_sampled = recv;
+  d->busy_sampled = busy;
 }
 
 /* Before any source's speed was measured, each is taken to deliver a
@@ -129,8 +102,8 @@ sample_locked (struct source *s, int64_t now)
 #define NOMINAL_RATE 1.0
 
 /* The speed of the fastest source up but except (0: none measured). */
-static double
-fastest_locked (const struct source *except)
+double
+sources_fastest_locked (const struct source *except)
 {
   double fastest = 0;
   unsigned i;
@@ -151,17 +124,17 @@ sources_window (void)
 {
   double fastest, sum = 0;
   unsigned i, up = 0;
-  LOCK_FOR_SCOPE (&lock);
+  LOCK_FOR_SCOPE (&sources_lock);
 
-  fastest = fastest_locked (NULL);
+  fastest = sources_fastest_locked (NULL);
   for (i = 0; i < nsources; i++) {
-    const struct source *s = &sources[i];
+    const struct sched *d = sched_of (&sources[i]);
 
-    if (sched_of (s)->state != SOURCE_UP)
+    if (d->state != SOURCE_UP)
       continue;
     up++;
-    sum += (sched_of (s)->rate != 0 ? sched_of (s)->rate : fastest != 0 ? fastest : NOMINAL_RATE)
-      * sched_of (s)->lat_ns;
+    sum += (d->rate != 0 ? d->rate : fastest != 0 ? fastest : NOMINAL_RATE)
+      * d->lat_ns;
   }
   return up < 2 ? 0 : (uint64_t) sum;
 }
@@ -170,32 +143,35 @@ sources_window (void)
 static uint64_t
 to_come_locked (const struct source *s)
 {
-  uint64_t come = __atomic_load_n (&sched_of (s)->recv, __ATOMIC_RELAXED) - sched_of (s)->recv_ended;
+  const struct sched *d = sched_of (s);
+  uint64_t come = __atomic_load_n (&d->recv, __ATOMIC_RELAXED)
+    - d->recv_ended;
 
-  return sched_of (s)->outstanding - min64 (come, sched_of (s)->outstanding);
+  return d->outstanding - min64 (come, d->outstanding);
 }
 
 /* How long a request of bytes at s would take (ns).  A source not yet
  * measured is taken to be as fast as the fastest that is; one left idle
  * at least an eighth as fast, so that one measured slow is tried again.
  */
-static double
-expected_locked (const struct source *s, uint64_t bytes, double best)
+double
+sources_expected_locked (const struct source *s, uint64_t bytes, double best)
 {
-  double rate = sched_of (s)->rate != 0 ? sched_of (s)->rate : best != 0 ? best : NOMINAL_RATE;
+  const struct sched *d = sched_of (s);
+  double rate = d->rate != 0 ? d->rate : best != 0 ? best : NOMINAL_RATE;
   uint64_t to_come = to_come_locked (s);
   double queued;
 
-  if (sched_of (s)->running == 0 && rate < best / 8)
+  if (d->running == 0 && rate < best / 8)
     rate = best / 8;
   if (rate <= 0)
-    return (double) sched_of (s)->lat_ns;
+    return (double) d->lat_ns;
   queued = to_come / rate;
-  return (queued > sched_of (s)->lat_ns ? queued : (double) sched_of (s)->lat_ns) + bytes / rate;
+  return (queued > d->lat_ns ? queued : (double) d->lat_ns) + bytes / rate;
 }
 
-static bool
-usable (const struct source *s, const struct source *avoid)
+bool
+sources_usable (const struct source *s, const struct source *avoid)
 {
   return s != avoid && sched_of (s)->state == SOURCE_UP;
 }
@@ -214,7 +190,7 @@ fallback (const struct source *s, const struct source *avoid)
  * speed, and the bytes that measure it: it gets more only when no other
  * source would do.  Taken to be as fast as the fastest, a mirror of a
  * quarter of its speed once got 12 MB at once as it joined, the reads at
- * its end of them were late (sources_hedge_due) and it was dropped.
+ * its end of them were late (hedge_due) and it was dropped.
  */
 #define TRIAL_PENALTY_NS 6e10
 
@@ -239,15 +215,15 @@ sources_pick (uint64_t bytes, const struct source *avoid,
   struct source *s, *best = NULL;
   double fastest, e, best_e = 0;
   unsigned i;
-  LOCK_FOR_SCOPE (&lock);
+  LOCK_FOR_SCOPE (&sources_lock);
 
   for (i = 0; i < nsources; i++)
     sample_locked (&sources[i], now);
-  fastest = fastest_locked (NULL);
+  fastest = sources_fastest_locked (NULL);
   for (i = 0; i < nsources; i++) {
-    if (!usable (&sources[i], avoid))
+    if (!sources_usable (&sources[i], avoid))
       continue;
-    e = expected_locked (&sources[i], bytes, fastest);
+    e = sources_expected_locked (&sources[i], bytes, fastest);
     if (on_trial_locked (&sources[i], fastest))
       e += TRIAL_PENALTY_NS;
     if (best == NULL || e < best_e)
@@ -259,7 +235,8 @@ sources_pick (uint64_t bytes, const struct source *avoid,
   for (i = 0; i < nsources; i++)
     if ((best == NULL || sched_of (best)->state != SOURCE_UP) &&
         fallback (&sources[i], avoid) &&
-        (best == NULL || sched_of (&sources[i])->down_until < sched_of (best)->down_until))
+        (best == NULL ||
+         sched_of (&sources[i])->down_until < sched_of (best)->down_until))
       best = &sources[i];
   if (best == NULL)
     best = avoid != NULL ? (struct source *) avoid : &sources[0];
@@ -270,7 +247,7 @@ sources_pick (uint64_t bytes, const struct source *avoid,
   /* Nothing measured yet (a new connection's slow start, the first
    * requests): no time to hold it to.
    */
-  best_e = expected_locked (s, 0, fastest);
+  best_e = sources_expected_locked (s, 0, fastest);
   *k = (struct source_clock) { .picked_ns = now, .asked = bytes };
   if (sched_of (s)->rate != 0 || fastest != 0)
     k->late_ns = now + (int64_t) (4 * best_e) > now + HEDGE_MIN_NS
@@ -294,7 +271,7 @@ sources_got (struct source *s, size_t n, bool first)
 {
   __atomic_add_fetch (&sched_of (s)->recv, n, __ATOMIC_RELAXED);
   if (first) {
-    LOCK_FOR_SCOPE (&lock);
+    LOCK_FOR_SCOPE (&sources_lock);
 
     if (sched_of (s)->flowing++ == 0)
       sched_of (s)->busy_start = clock_ns ();
@@ -308,36 +285,38 @@ void
 sources_end (struct source *s, uint64_t asked, uint64_t got,
              int64_t first_byte_ns)
 {
+  struct sched *d = sched_of (s);
   int64_t now = clock_ns ();
-  LOCK_FOR_SCOPE (&lock);
+  LOCK_FOR_SCOPE (&sources_lock);
 
   sample_locked (s, now);
-  sched_of (s)->recv_ended += got;
-  sched_of (s)->running--;
-  if (got > 0 && --sched_of (s)->flowing == 0)
-    sched_of (s)->busy_total += now - sched_of (s)->busy_start;
-  sched_of (s)->outstanding -= asked < sched_of (s)->outstanding ? asked : sched_of (s)->outstanding;
+  d->recv_ended += got;
+  d->running--;
+  if (got > 0 && --d->flowing == 0)
+    d->busy_total += now - d->busy_start;
+  d->outstanding -= asked < d->outstanding ? asked : d->outstanding;
   /* The wait for a first byte is a round trip and the server's time,
    * and over HTTP/2 also the bytes of other streams sent before it:
    * those the speed counts already.  So the estimate follows the
    * shortest waits at once, and longer ones slowly.
    */
-  if (first_byte_ns > 0 && (sched_of (s)->lat_ns == 0 || first_byte_ns < sched_of (s)->lat_ns))
-    sched_of (s)->lat_ns = first_byte_ns;
+  if (first_byte_ns > 0 && (d->lat_ns == 0 || first_byte_ns < d->lat_ns))
+    d->lat_ns = first_byte_ns;
   else if (first_byte_ns > 0)
-    sched_of (s)->lat_ns += (first_byte_ns - sched_of (s)->lat_ns) / 32;
+    d->lat_ns += (first_byte_ns - d->lat_ns) / 32;
 }
 
 /* Whether some source other than s is up (or, with dropped, one that
  * was dropped would do).
  */
-static bool
-other_locked (const struct source *s, bool dropped)
+bool
+sources_other_locked (const struct source *s, bool dropped)
 {
   unsigned i;
 
   for (i = 0; i < nsources; i++)
-    if (usable (&sources[i], s) || (dropped && fallback (&sources[i], s)))
+    if (sources_usable (&sources[i], s) ||
+        (dropped && fallback (&sources[i], s)))
       return true;
   return false;
 }
@@ -348,10 +327,12 @@ other_locked (const struct source *s, bool dropped)
 static void
 drop_locked (struct source *s, int64_t now)
 {
-  sched_of (s)->down_ns = sched_of (s)->down_ns == 0 ? DOWN_FIRST_NS
-    : sched_of (s)->down_ns * 2 > DOWN_MAX_NS ? DOWN_MAX_NS : sched_of (s)->down_ns * 2;
-  sched_of (s)->down_until = now + sched_of (s)->down_ns;
-  sched_of (s)->state = SOURCE_DOWN;
+  struct sched *d = sched_of (s);
+
+  d->down_ns = d->down_ns == 0 ? DOWN_FIRST_NS
+    : d->down_ns * 2 > DOWN_MAX_NS ? DOWN_MAX_NS : d->down_ns * 2;
+  d->down_until = now + d->down_ns;
+  d->state = SOURCE_DOWN;
   pthread_cond_broadcast (&cond);
 }
 
@@ -365,11 +346,11 @@ bool
 sources_fail (struct source *s, const char *why, bool hedged)
 {
   int64_t now = clock_ns ();
-  LOCK_FOR_SCOPE (&lock);
+  LOCK_FOR_SCOPE (&sources_lock);
 
   sched_of (s)->failures++;
   sched_of (s)->hedges += hedged;
-  if (!other_locked (s, !hedged))
+  if (!sources_other_locked (s, !hedged))
     return false;
   if (sched_of (s)->state == SOURCE_UP) {
     drop_locked (s, now);
@@ -380,104 +361,13 @@ sources_fail (struct source *s, const char *why, bool hedged)
   return true;
 }
 
-/* k's request at s, sent and with bytes coming: do they come so slowly
- * (s's pace since it was sent, all its requests' bytes) that another
- * source up would send the rest in a quarter of the time?  Catches a
- * source that drips, even before any of its answers was measured.
- */
-static bool
-dripping_locked (const struct source *s, struct source_clock *k, int64_t now)
-{
-  uint64_t came = __atomic_load_n (&sched_of (s)->recv, __ATOMIC_RELAXED) - k->recv_sent;
-  uint64_t rest = k->asked - (k->got < k->asked ? k->got : k->asked);
-  double own, fastest, e;
-  unsigned i;
-
-  if (k->got == 0 || came == 0 || rest == 0 ||
-      now - k->sent_ns < HEDGE_MIN_NS)
-    return false;
-  k->pace = (double) came / (now - k->sent_ns);
-  own = rest / k->pace;
-  if (own < HEDGE_MIN_NS)
-    return false;
-  /* Not as slow as s when nothing else was measured. */
-  fastest = fastest_locked (s);
-  for (i = 0; i < nsources; i++) {
-    if (!usable (&sources[i], s))
-      continue;
-    e = expected_locked (&sources[i], rest, fastest);
-    if (4 * e < own)
-      return true;
-  }
-  return false;
-}
-
-/* In the middle of k's request to s (libcurl's progress callback): is
- * it too slow, with another source up to ask instead?  That is, not
- * sent after eight of s's waits for a first byte (its connection is
- * not set up), or past k->late_ns, or no byte for four of those waits
- * since it was sent, or dripping (above); and never before
- * HEDGE_MIN_NS.  A source whose wait was never measured (by its probe
- * or its reads) is held to neither wait.  Looked at every 50 ms.
- */
-enum hedge
-sources_hedge_due (const struct source *s, struct source_clock *k)
-{
-  int64_t now = clock_ns ();
-  enum hedge h = HEDGE_NONE;
-
-  if (now - k->picked_ns < HEDGE_MIN_NS || now - k->checked_ns < CHECK_NS)
-    return HEDGE_NONE;
-  k->checked_ns = now;
-  LOCK_FOR_SCOPE (&lock);
-  if (k->sent_ns == 0 && sched_of (s)->lat_ns > 0 &&
-      now - k->picked_ns >= 8 * sched_of (s)->lat_ns)
-    h = HEDGE_SETUP;
-  else if (k->late_ns != 0 && now >= k->late_ns)
-    h = HEDGE_LATE;
-  else if (k->sent_ns != 0 && sched_of (s)->lat_ns > 0 &&
-           now - k->last_byte_ns >= HEDGE_MIN_NS &&
-           now - k->last_byte_ns >= 4 * sched_of (s)->lat_ns)
-    h = HEDGE_STALL;
-  else if (k->sent_ns != 0 && dripping_locked (s, k, now))
-    h = HEDGE_DRIP;
-  return h != HEDGE_NONE && other_locked (s, false) ? h : HEDGE_NONE;
-}
-
-/* How k's request was too slow (h), for sources_fail's message. */
-void
-sources_why_slow (enum hedge h, const struct source_clock *k, char *why,
-                  size_t size)
-{
-  int64_t now = clock_ns ();
-
-  switch (h) {
-  case HEDGE_NONE:
-  case HEDGE_LATE:
-    snprintf (why, size, "too slow: much longer than its answers so far");
-    break;
-  case HEDGE_SETUP:
-    snprintf (why, size, "too slow: no connection to send the request on "
-              "after %" PRIi64 " ms", (now - k->picked_ns) / 1000000);
-    break;
-  case HEDGE_STALL:
-    snprintf (why, size, "too slow: no byte for %" PRIi64 " ms",
-              (now - k->last_byte_ns) / 1000000);
-    break;
-  case HEDGE_DRIP:
-    snprintf (why, size, "too slow: its bytes come at %.1f kB/s, far "
-              "slower than another source would send them", k->pace * 1e6);
-    break;
-  }
-}
-
 /* mirrors.c: s's probe waited wait_ns for its first byte: what its
  * reads are held to until they measure their own wait.
  */
 void
 sources_probed (struct source *s, int64_t wait_ns)
 {
-  LOCK_FOR_SCOPE (&lock);
+  LOCK_FOR_SCOPE (&sources_lock);
 
   if (sched_of (s)->lat_ns == 0 && wait_ns > 0)
     sched_of (s)->lat_ns = wait_ns;
@@ -487,13 +377,14 @@ sources_probed (struct source *s, int64_t wait_ns)
 void
 sources_set (struct source *s, enum source_state state, const char *why)
 {
-  LOCK_FOR_SCOPE (&lock);
+  LOCK_FOR_SCOPE (&sources_lock);
 
   if (state == SOURCE_UP && sched_of (s)->state == SOURCE_DOWN)
     nbdkit_debug ("source %s: answers again: back in use", s->shown);
   if (state == SOURCE_UP) {
     s->proven = true;
-    sched_of (s)->down_ns = sched_of (s)->state == SOURCE_DOWN ? sched_of (s)->down_ns : 0;
+    if (sched_of (s)->state != SOURCE_DOWN)
+      sched_of (s)->down_ns = 0;
   }
   else if (state == SOURCE_DOWN) {
     drop_locked (s, clock_ns ());
@@ -510,19 +401,20 @@ bool
 sources_await (struct source *s)
 {
   struct timespec ts;
-  LOCK_FOR_SCOPE (&lock);
+  LOCK_FOR_SCOPE (&sources_lock);
 
   for (;;) {
     if (__atomic_load_n (&stopping, __ATOMIC_RELAXED))
       return false;
     if (sched_of (s)->state == SOURCE_PROBING ||
-        (sched_of (s)->state == SOURCE_DOWN && sched_of (s)->down_until <= clock_ns ()))
+        (sched_of (s)->state == SOURCE_DOWN &&
+         sched_of (s)->down_until <= clock_ns ()))
       return true;
     if (sched_of (s)->state != SOURCE_DOWN)
-      pthread_cond_wait (&cond, &lock);
+      pthread_cond_wait (&cond, &sources_lock);
     else {
       ts = clock_at (sched_of (s)->down_until);
-      pthread_cond_timedwait (&cond, &lock, &ts);
+      pthread_cond_timedwait (&cond, &sources_lock, &ts);
     }
   }
 }
@@ -547,7 +439,7 @@ sources_start (void)
 void
 sources_stop (void)
 {
-  LOCK_FOR_SCOPE (&lock);
+  LOCK_FOR_SCOPE (&sources_lock);
 
   __atomic_store_n (&stopping, true, __ATOMIC_RELAXED);
   pthread_cond_broadcast (&cond);
@@ -569,16 +461,17 @@ sources_print (void)
 
   for (i = 0; nsources > 1 && i < nsources; i++) {
     const struct source *s = &sources[i];
+    const struct sched *d = sched_of (s);
     char rate[48] = "no answer came", wait[48] = "no first byte measured";
 
-    if (sched_of (s)->busy_total > 0)
+    if (d->busy_total > 0)
       snprintf (rate, sizeof rate, "%.1f MB/s while answering",
-                (double) sched_of (s)->recv * 1000 / sched_of (s)->busy_total);
-    if (sched_of (s)->lat_ns > 0)
-      snprintf (wait, sizeof wait, "first byte in %.1f ms", sched_of (s)->lat_ns / 1e6);
+                (double) d->recv * 1000 / d->busy_total);
+    if (d->lat_ns > 0)
+      snprintf (wait, sizeof wait, "first byte in %.1f ms", d->lat_ns / 1e6);
     nbdkit_debug ("source %s: %" PRIu64 " requests, %" PRIu64 " bytes, "
                   "%" PRIu64 " failed (%" PRIu64 " too slow), %s, %s",
-                  s->shown, sched_of (s)->requests, sched_of (s)->recv, sched_of (s)->failures, sched_of (s)->hedges,
+                  s->shown, d->requests, d->recv, d->failures, d->hedges,
                   rate, wait);
   }
 }

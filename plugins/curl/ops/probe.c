@@ -85,7 +85,7 @@ take_validator (const char *name, char *dst, size_t size, const char *head,
   bool differ;
 
   if (head[0] && get[0] && cfg.pin_object) {
-    differ = etag ? !verdict_etag_weak_equal (head, get)
+    differ = etag ? !validators_etag_weak_equal (head, get)
       : strcmp (head, get) != 0;
     if (differ) {
       nbdkit_error ("%s: the object changed during start-up, or HEAD and "

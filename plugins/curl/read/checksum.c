@@ -54,18 +54,8 @@
 #include "read/served.h"
 
 #define SPILL_MAX (INT64_C (1) << 30)   /* bytes in the spill file */
-#define MAX_RANGES 4096                 /* ranges noted, per list */
 #define PIECE (4 * 1024 * 1024)         /* hashed from the file, or read
                                            again, at a time */
-
-struct range {
-  uint64_t start, end;
-};
-
-struct ranges {
-  struct range r[MAX_RANGES];
-  unsigned n;
-};
 
 enum sum_state { SUM_RUNNING, SUM_GOOD, SUM_BAD };
 
@@ -75,89 +65,15 @@ static struct {
   EVP_MD_CTX *ctx;
   uint64_t frontier;            /* [0, frontier) is hashed, or being */
   bool hashing;                 /* a read is hashing, without the lock */
-  struct ranges read;           /* read past the frontier */
-  struct ranges spilled;        /* ... and in the spill file */
-  struct ranges unverifiable;   /* ... neither, nor digested (served.c) */
+  struct intervals read;        /* read past the frontier */
+  struct intervals spilled;     /* ... and in the spill file */
+  struct intervals unverifiable; /* ... neither, nor digested (served.c) */
   int fd;                       /* the spill file, -1 before, -2 none */
   uint64_t reread;              /* bytes read a second time */
   const char *why;              /* SUM_BAD: what later reads say */
   char *piece;                  /* PIECE bytes, for the hasher */
   struct ra_client own;         /* its reads, which read on in order */
 } sum = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
-
-/* The two neighbours of l with the smallest gap between them made
- * one: room for another range.
- */
-static void
-merge_closest (struct ranges *l)
-{
-  unsigned i, best = 0;
-
-  for (i = 1; i + 1 < l->n; i++)
-    if (l->r[i + 1].start - l->r[i].end <
-        l->r[best + 1].start - l->r[best].end)
-      best = i;
-  l->r[best].end = l->r[best + 1].end;
-  memmove (&l->r[best + 1], &l->r[best + 2],
-           (l->n - best - 2) * sizeof l->r[0]);
-  l->n--;
-}
-
-/* [start, end) added to l, merged with its neighbours.  When l is full:
- * false, or with over, two neighbours made one first, so that l says
- * more was read than was (the end comes sooner, and reads again what
- * was not: see catch_up_locked).
- */
-static bool
-note (struct ranges *l, uint64_t start, uint64_t end, bool over)
-{
-  unsigned i = 0, j;
-
-  if (over && l->n == MAX_RANGES)
-    merge_closest (l);
-
-  while (i < l->n && l->r[i].end < start)
-    i++;
-  for (j = i; j < l->n && l->r[j].start <= end; j++) {
-    start = min64 (start, l->r[j].start);
-    end = max64 (end, l->r[j].end);
-  }
-  if (i == j) {
-    if (l->n == MAX_RANGES)
-      return false;
-    memmove (&l->r[i + 1], &l->r[i], (l->n - i) * sizeof l->r[0]);
-    l->n++;
-  }
-  else {
-    memmove (&l->r[i + 1], &l->r[j], (l->n - j) * sizeof l->r[0]);
-    l->n -= j - i - 1;
-  }
-  l->r[i] = (struct range) { .start = start, .end = end };
-  return true;
-}
-
-/* Ranges of l that end at or before pos: dropped. */
-static void
-trim (struct ranges *l, uint64_t pos)
-{
-  unsigned i = 0;
-
-  while (i < l->n && l->r[i].end <= pos)
-    i++;
-  memmove (&l->r[0], &l->r[i], (l->n - i) * sizeof l->r[0]);
-  l->n -= i;
-}
-
-static uint64_t
-total (const struct ranges *l)
-{
-  uint64_t bytes = 0;
-  unsigned i;
-
-  for (i = 0; i < l->n; i++)
-    bytes += l->r[i].end - l->r[i].start;
-  return bytes;
-}
 
 /* The spill file, made at the first need: false if there is none. */
 static bool
@@ -208,14 +124,14 @@ spill_locked (const char *buf, uint64_t offset, uint32_t count)
 
   if (skip >= count)
     return true;
-  if (total (&sum.spilled) + len > SPILL_MAX ||
+  if (intervals_total (&sum.spilled) + len > SPILL_MAX ||
       !spill_file_locked () || !below_size_limit (start + len))
     return false;
   if (pwrite (sum.fd, buf + skip, len, start) != (ssize_t) len) {
     nbdkit_debug ("checksum: spill file: %m: read again at the end");
     return false;
   }
-  return note (&sum.spilled, start, start + len, false);
+  return intervals_note (&sum.spilled, start, start + len, false);
 }
 
 /* The hasher: the object's bytes [pos, pos + len) into the digest,
@@ -304,7 +220,7 @@ static void
 drain_locked (void)
 {
   while (sum.spilled.n > 0 && sum.spilled.r[0].start <= sum.frontier) {
-    struct range g = sum.spilled.r[0];
+    struct interval g = sum.spilled.r[0];
     uint64_t from = sum.frontier, reached;
 
     memmove (&sum.spilled.r[0], &sum.spilled.r[1],
@@ -326,17 +242,17 @@ drain_locked (void)
                     "(%m): what it holds is read again instead, and "
                     "cannot be verified");
       sum.frontier = reached;
-      (void) note (&sum.read, reached, g.end, true);
-      (void) note (&sum.unverifiable, reached, g.end, true);
+      (void) intervals_note (&sum.read, reached, g.end, true);
+      (void) intervals_note (&sum.unverifiable, reached, g.end, true);
       while (sum.spilled.n > 0) {
         g = sum.spilled.r[--sum.spilled.n];
-        (void) note (&sum.unverifiable, g.start, g.end, true);
+        (void) intervals_note (&sum.unverifiable, g.start, g.end, true);
       }
       close (sum.fd);
       sum.fd = -2;
     }
   }
-  trim (&sum.read, sum.frontier);
+  intervals_trim (&sum.read, sum.frontier);
   compared_locked ();
 }
 
@@ -470,7 +386,7 @@ checksum_read (const struct read_link *next, const void *buf,
   else if (sum.state == SUM_RUNNING && end > sum.frontier) {
     uint64_t start = max64 (offset, sum.frontier);
 
-    (void) note (&sum.read, start, end, true);
+    (void) intervals_note (&sum.read, start, end, true);
     if (!sum.hashing && offset <= sum.frontier)
       r = hash_on_locked (next, buf, offset, end);
     /* Bytes that could not be spilled are read again at the end and
@@ -478,7 +394,7 @@ checksum_read (const struct read_link *next, const void *buf,
      */
     else if (!spill_locked (buf, offset, count))
       if (!served_keep ((const char *) buf + (start - offset), start, end))
-        (void) note (&sum.unverifiable, start, end, true);
+        (void) intervals_note (&sum.unverifiable, start, end, true);
   }
   /* The read that completed the object, if nobody hashes: what is left
    * (a catch-up that failed before is tried again).
@@ -521,7 +437,8 @@ checksum_ready (void)
   if (sum.ctx == NULL || sum.piece == NULL ||
       EVP_DigestInit_ex (sum.ctx, EVP_get_digestbyname (cfg.checksum.algo),
                          NULL) != 1) {
-    nbdkit_error ("checksum: %s: could not set up the digest", cfg.checksum.algo);
+    nbdkit_error ("checksum: %s: could not set up the digest",
+                  cfg.checksum.algo);
     return -1;
   }
   if (object.size == 0)

@@ -381,7 +381,8 @@ stream_serve_locked (struct stream *st, char *buf, uint32_t count,
       break;
     }
     if (g->gen != gen || g->failed || g->got < g->end || pos < g->base ||
-        st->o.abandon || !segment_copy_locked (g, buf + (pos - offset), pos, want))
+        st->o.abandon ||
+        !segment_copy_locked (g, buf + (pos - offset), pos, want))
       break;
     pos = want;
   }

@@ -118,6 +118,28 @@ note_location (struct xfer *x, const char *v, size_t len)
   }
 }
 
+/* A header line of len bytes, its ending cut off, split at its colon
+ * and handed to the answer; a line without a colon is no header.
+ */
+static void
+take_header (struct xfer *x, char *line, size_t len)
+{
+  char *v = strchr (line, ':'), *end;
+
+  if (v == NULL)
+    return;
+  *v++ = '\0';
+  v += strspn (v, " \t");
+  /* From the line's end, not the first NUL: a validator with a NUL in
+   * it must be seen whole to be refused.
+   */
+  for (end = line + len; end > v && (end[-1] == ' ' || end[-1] == '\t');)
+    end--;
+  *end = '\0';
+  if (!answer_header (&x->a, line, v, end - v))
+    nbdkit_debug ("%s: ignoring a malformed Content-Range", x->what);
+}
+
 /* Each line of the answer's header blocks.  The status line is an
  * answer's first line (answer_reset, at the exchange's start and after
  * an interim 1xx answer's headers, starts a block), when it is one:
@@ -135,8 +157,7 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
   struct xfer *x = opaque;
   size_t len = size * nmemb;
   char line[1024];
-  char *v, *end;
-  size_t vlen;
+  char *v;
   bool first;
 
   if (len == 0 || (len <= 2 && (data[0] == '\r' || data[0] == '\n')))
@@ -175,20 +196,7 @@ header_cb (char *data, size_t size, size_t nmemb, void *opaque)
     answer_folded (&x->a);
     return size * nmemb;
   }
-  v = strchr (line, ':');
-  if (v == NULL)
-    return size * nmemb;
-  *v++ = '\0';
-  v += strspn (v, " \t");
-  /* From the line's end, not the first NUL: a validator with a NUL in
-   * it must be seen whole to be refused.
-   */
-  for (end = line + len; end > v && (end[-1] == ' ' || end[-1] == '\t');)
-    end--;
-  *end = '\0';
-  vlen = end - v;
-  if (!answer_header (&x->a, line, v, vlen))
-    nbdkit_debug ("%s: ignoring a malformed Content-Range", x->what);
+  take_header (x, line, len);
   return size * nmemb;
 }
 
@@ -216,7 +224,7 @@ write_cb (char *data, size_t size, size_t nmemb, void *opaque)
   if (!x->a.headers_done)
     x->a.body_early = true;
   if (x->v == VERDICT_PARTS)
-    ranges_multipart_feed (&x->a.mp, data, len);     /* refusals: a.mp.refused */
+    ranges_multipart_feed (&x->a.mp, data, len); /* refusals: a.mp.refused */
   if (!callbacks_judge (x))
     return 0;
   /* A read's (request.c's attempt): not a probe's, which is no read and
@@ -300,7 +308,7 @@ progress_cb (void *opaque, curl_off_t dltotal, curl_off_t dlnow,
   if (x->src != NULL && !x->once && !x->hedged && !x->hedge_off) {
     if (x->clock.sent_ns == 0 && request_sent (x))
       sources_sent (x->src, &x->clock);
-    x->hedged = sources_hedge_due (x->src, &x->clock);
+    x->hedged = hedge_due (x->src, &x->clock);
     if (x->hedged) {
       x->a.stopped = true;
       return 1;

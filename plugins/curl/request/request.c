@@ -46,7 +46,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <nbdkit-plugin.h>
 
@@ -67,14 +66,6 @@ request_unload (void)
   exchange_unload ();
 }
 
-/* Where x went, for messages: url='s or a mirror's URL, no secrets. */
-static const char *
-shown (const struct xfer *x)
-{
-  return x->src != NULL && x->src->url != NULL ? x->src->shown
-    : cfg.shown_url;
-}
-
 /* What x asks for, for messages: ": bytes A-B", or "" for a HEAD. */
 static void
 request_where (const struct xfer *x, char *where, size_t size)
@@ -87,82 +78,6 @@ request_where (const struct xfer *x, char *where, size_t size)
   else if (x->q.method == PUT)
     snprintf (where, size, ": bytes %" PRIu64 "-%" PRIu64,
               x->offset, x->offset + x->count - 1);
-}
-
-/* A spare connection (spares.c) whose close by the server was still on
- * its way when it was taken fails its first request with no answer at
- * all.  Without spares that request would have opened a connection of
- * its own: so it does now, at once and not counted in retries=, and the
- * other spares, as old, are closed.
- */
-static bool
-spare_was_closed (const struct xfer *x, bool spare, bool fresh)
-{
-  return spare && !fresh && x->v == VERDICT_RETRY && x->a.status == 0 &&
-    x->a.rc != CURLE_OK;
-}
-
-/* The next try of x goes out on a new connection (because: NULL, or
- * why in the message).
- */
-static void
-ask_fresh (struct conn *c, const struct xfer *x, const char *where,
-           const char *because)
-{
-  /* Over HTTP/2 the connection outlives a stream that was cut off; with
-   * connections=1 a request for a new one would wait, in libcurl's
-   * queue and with no time limit, for the old one to be idle.
-   */
-  bool fresh = !transport_shared () || cfg.connections > 1;
-
-  nbdkit_debug ("%s: %s%s: %s%s%s: asking again%s", x->what,
-                shown (x), where, x->why, because ? ": " : "",
-                because ? because : "", fresh ? " on a new connection" : "");
-  if (fresh)
-    curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 1L);
-}
-
-/* The pause before retry try + 1: retry-delay= doubled at each try, or
- * the server's Retry-After if longer, at most MAX_RETRY_DELAY_MS.
- */
-static unsigned
-retry_delay (const struct xfer *x, unsigned try)
-{
-  unsigned delay = cfg.retry_delay_ms;
-
-  for (unsigned i = 0; i < try && delay < MAX_RETRY_DELAY_MS; i++)
-    delay *= 2;
-  if (x->a.retry_after_ms > delay)
-    delay = x->a.retry_after_ms;
-  return delay > MAX_RETRY_DELAY_MS ? MAX_RETRY_DELAY_MS : delay;
-}
-
-/* Wait delay ms before a retry; false when nbdkit is shutting down or
- * the client went away, looked at every STOP_CHECK_MS: so neither
- * waits for the back-off (a piece of a split read, split.c, learns it
- * from the thread that serves its client).  Not in .get_ready, where
- * nbdkit 1.32 aborts in it (see object_stopping).
- */
-#define STOP_CHECK_MS 200
-
-static bool
-back_off (unsigned delay)
-{
-  bool serving = object_is_serving ();
-
-  while (delay > 0) {
-    unsigned ms = serving && delay > STOP_CHECK_MS ? STOP_CHECK_MS : delay;
-    struct timespec ts = {
-      .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L,
-    };
-
-    while (nanosleep (&ts, &ts) == -1 && errno == EINTR)
-      ;
-    if (serving && object_stopping ())
-      return false;
-    delay -= ms;
-  }
-  return true;
 }
 
 /* The bytes x asks for. */
@@ -248,10 +163,11 @@ attempt (struct conn *c, struct xfer *x)
       /* Each source may be found too slow twice (it answers again
        * meanwhile), then the read waits where it is.
        */
-      sources_why_slow (x->hedged, &x->clock, why, sizeof why);
+      hedge_why (x->hedged, &x->clock, why, sizeof why);
       if (!sources_fail (x->src, why, true)) {
         nbdkit_debug ("%s: %s: %s, and no other source is left to ask: "
-                      "asked again and waited for", x->what, shown (x), why);
+                      "asked again and waited for", x->what, xfer_shown (x),
+                      why);
         x->hedge_off = true;
       }
       else if (n + 1 >= 2 * nsources)
@@ -268,26 +184,6 @@ attempt (struct conn *c, struct xfer *x)
     }
     failed = x->src;
   }
-}
-
-/* perform_on's last answer failed x, unless reported where it arose;
- * one stopped because nbdkit stops or its client went has nobody to
- * tell (debug only).  fresh: asked again on a new connection.
- */
-static void
-report_failure (const struct xfer *x, const char *where, bool fresh)
-{
-  if (x->reported)
-    return;
-  if (x->v == VERDICT_STOPPED &&
-      (object_stopping () ||
-       __atomic_load_n (&x->client_gone, __ATOMIC_RELAXED)))
-    nbdkit_debug ("%s: %s%s: %s", x->what, shown (x), where, x->why);
-  else
-    nbdkit_error ("%s: %s%s: %s%s", x->what, shown (x), where, x->why,
-                  x->v == VERDICT_RETRY ? " (retries exhausted)"
-                  : x->v == VERDICT_RETRY_FRESH && fresh
-                  ? " (and again on a new connection)" : "");
 }
 
 /* Run one request on handle c, again after transient failures (with
@@ -314,27 +210,27 @@ perform_on (struct conn *c, struct xfer *x)
       curl_easy_setopt (c->easy, CURLOPT_FRESH_CONNECT, 0L);
     if (r == 0)
       return x->v;
-    if (spare_was_closed (x, spare, fresh)) {
-      ask_fresh (c, x, where, "the spare connection had been closed");
+    if (retry_spare_was_closed (x, spare, fresh)) {
+      retry_ask_fresh (c, x, where, "the spare connection had been closed");
       spares_drop ();
       fresh = true;
       continue;
     }
     /* HEAD not served: the caller asks a GET instead. */
     if (x->v == VERDICT_UNSUPPORTED && x->q.method == HEAD) {
-      nbdkit_debug ("%s: %s: %s", x->what, shown (x), x->why);
+      nbdkit_debug ("%s: %s: %s", x->what, xfer_shown (x), x->why);
       return x->v;
     }
     if (x->v == VERDICT_NOT_THE_PARTS_ASKED_FOR) {
       nbdkit_debug ("%s: %s%s: %s: asking for one range per request from "
-                    "now on", x->what, shown (x), where, x->why);
+                    "now on", x->what, xfer_shown (x), where, x->why);
       return x->v;
     }
     /* Once, at once, on a new connection (the one that gave the answer
      * was closed when the answer was cut off), not counted in retries=.
      */
     if (x->v == VERDICT_RETRY_FRESH && !fresh && cfg.retries > 0) {
-      ask_fresh (c, x, where, NULL);
+      retry_ask_fresh (c, x, where, NULL);
       fresh = true;
       continue;
     }
@@ -342,17 +238,18 @@ perform_on (struct conn *c, struct xfer *x)
       break;
     delay = retry_delay (x, try);
     nbdkit_debug ("%s: %s%s: %s: retry %u of %u in %u ms", x->what,
-                  shown (x), where, x->why, try + 1, cfg.retries, delay);
-    if (!back_off (delay)) {
+                  xfer_shown (x), where, x->why, try + 1, cfg.retries,
+                  delay);
+    if (!retry_back_off (delay)) {
       nbdkit_error ("%s: %s%s: %s (not retried: nbdkit is shutting down "
-                    "or the client disconnected)", x->what, shown (x),
+                    "or the client disconnected)", x->what, xfer_shown (x),
                     where, x->why);
       errno = ESHUTDOWN;
       return VERDICT_STOPPED;
     }
     try++;
   }
-  report_failure (x, where, fresh);
+  retry_report (x, where, fresh);
   errno = EIO;
   return x->v;
 }
@@ -377,7 +274,7 @@ copy_info (struct object_info *info, const struct xfer *x)
   if (x->a.bad_etag || x->a.bad_last_modified)
     nbdkit_debug ("%s: %s: the server sent an unusable %s (control "
                   "characters, not an entity-tag, too long or two "
-                  "different ones): not used", x->what, shown (x),
+                  "different ones): not used", x->what, xfer_shown (x),
                   x->a.bad_etag ? "ETag" : "Last-Modified");
   info->status = x->a.status;
   strcpy (info->etag, x->a.bad_etag ? "" : x->a.etag);
@@ -522,7 +419,7 @@ request_get_stream (struct conn *c, uint64_t first, uint64_t last,
   if (r == 0)
     return x.v;
   nbdkit_debug ("read-ahead: %s: bytes %" PRIu64 "-%" PRIu64 ": %s",
-                shown (&x), first, last,
+                xfer_shown (&x), first, last,
                 x.sink_stopped ? "no longer wanted: stopped" : x.why);
   return verdict_failed (x.v) ? x.v : VERDICT_REFUSED;
 }

@@ -369,6 +369,23 @@ renewal_failed (struct xfer *x)
   return -1;
 }
 
+/* The remembered target (generation gen) failed x, which url= may yet
+ * serve: said, and counted, since targets that keep failing are no
+ * longer remembered.
+ */
+static void
+target_failed (const struct xfer *x, unsigned gen)
+{
+  nbdkit_debug ("%s: the redirect target of %s failed (%s): asking "
+                "%s again", x->what, cfg.shown_url, x->why,
+                cfg.shown_url);
+  if (redirect_target_failed (gen))
+    nbdkit_debug ("%s: %s: its redirect targets keep failing soon after "
+                  "they are found: from now on every read follows its "
+                  "redirects, no target is remembered", x->what,
+                  cfg.shown_url);
+}
+
 /* One try of the request on handle c: at the remembered target when
  * there is one, else from url=.  A target that refuses (target_gone) is
  * resolved again at once, once, and if the new one refuses too the read
@@ -419,14 +436,7 @@ route_attempt (struct conn *c, struct xfer *x)
     if (x->reported || !(target_gone (x->a.status) ||
                          (x->v == VERDICT_RETRY && x->a.rc != CURLE_OK)))
       return r;
-    nbdkit_debug ("%s: the redirect target of %s failed (%s): asking "
-                  "%s again", x->what, cfg.shown_url, x->why,
-                  cfg.shown_url);
-    if (redirect_target_failed (t.gen))
-      nbdkit_debug ("%s: %s: its redirect targets keep failing soon after "
-                    "they are found: from now on every read follows its "
-                    "redirects, no target is remembered", x->what,
-                    cfg.shown_url);
+    target_failed (x, t.gen);
     /* A connection that failed is retried after the back-off. */
     if (x->v == VERDICT_RETRY)
       return r;

@@ -64,6 +64,14 @@ struct xfer {
   struct curl_slist *req_headers;  /* exchange.c: sent with this try */
 };
 
+/* Where x went, for messages: url='s or a mirror's URL, no secrets. */
+static inline const char *
+xfer_shown (const struct xfer *x)
+{
+  return x->src != NULL && x->src->url != NULL ? x->src->shown
+    : cfg.shown_url;
+}
+
 /* What a request asks, for verdict_judge: a HEAD or PUT, or a GET of
  * first-last (several ranges: set nranges).  exchange_one adds what
  * changes from hop to hop.
@@ -102,6 +110,16 @@ extern void exchange_unload (void);
 extern void exchange_end (struct conn *c, struct xfer *x, CURLcode rc);
 extern void exchange_unsent (struct conn *c, struct xfer *x);
 extern int exchange_judge (struct xfer *x);
+
+/* retry.c: what perform_on asks when a try failed. */
+extern bool retry_spare_was_closed (const struct xfer *x, bool spare,
+                                    bool fresh);
+extern void retry_ask_fresh (struct conn *c, const struct xfer *x,
+                             const char *where, const char *because);
+extern unsigned retry_delay (const struct xfer *x, unsigned try);
+extern bool retry_back_off (unsigned delay);
+extern void retry_report (const struct xfer *x, const char *where,
+                          bool fresh);
 
 /* route.c */
 extern int route_init (void);

@@ -73,6 +73,24 @@ redirect_same_origin (const struct origin *a, const struct origin *b)
     a->port == b->port;
 }
 
+/* Whether a hop from https to to is refused (why says so): the disk's
+ * bytes and any credentials would travel unencrypted.
+ */
+static bool
+leaves_tls (const struct redirect_rules *r, long status,
+            const struct origin *from, const struct origin *to, char *why,
+            size_t size)
+{
+  if (strcasecmp (from->scheme, "https") != 0 ||
+      strcasecmp (to->scheme, "https") == 0 || r->insecure)
+    return false;
+  snprintf (why, size, "HTTP %ld redirect from https to %.15s://%.80s:%ld "
+            "refused: the disk's bytes and any credentials would travel "
+            "unencrypted (insecure-redirect=true allows it)",
+            status, to->scheme, to->host, to->port);
+  return true;
+}
+
 /* The hop that an answer (status, location) to a request for from_url,
  * at origin *from, asks for, if the rules allow it: its URL (to free),
  * or NULL with why set.  *from becomes the new origin, and *trusted says
@@ -124,14 +142,8 @@ redirect_next (const struct redirect_rules *r, bool is_put, long status,
               status);
     goto out;
   }
-  if (strcasecmp (from->scheme, "https") == 0 &&
-      strcasecmp (to.scheme, "https") != 0 && !r->insecure) {
-    snprintf (why, size, "HTTP %ld redirect from https to %.15s://%.80s:%ld "
-              "refused: the disk's bytes and any credentials would travel "
-              "unencrypted (insecure-redirect=true allows it)",
-              status, to.scheme, to.host, to.port);
+  if (leaves_tls (r, status, from, &to, why, size))
     goto out;
-  }
   url = strdup (target);
   if (url == NULL) {
     snprintf (why, size, "strdup: out of memory");

@@ -20,6 +20,13 @@
 #include "rules/verdict.h"
 #include "rules/redirect.h"
 
+/* validators.c: the answer held to the object pinned at start-up. */
+extern bool validators_etag_weak_equal (const char *x, const char *y);
+extern bool validators_etag_matches (const char *pinned, const char *now);
+extern bool validators_same_object (const struct asked *q,
+                                    const struct answer *a, char *why,
+                                    size_t size);
+
 /* headers.c: the request headers a user may add. */
 extern const char *headers_refused (const char *line, size_t len,
                                     int *name_len);

@@ -146,8 +146,6 @@ verdict_failed (enum verdict v)
 }
 
 extern const char *verdict_name (enum verdict v);
-extern bool verdict_etag_matches (const char *pinned, const char *now);
-extern bool verdict_etag_weak_equal (const char *x, const char *y);
 extern bool verdict_body_has_bytes (const struct asked *q, enum verdict v);
 extern enum verdict verdict_judge (const struct asked *q,
                                    const struct answer *a,

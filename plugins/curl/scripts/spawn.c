@@ -127,6 +127,25 @@ cloexec_pipe (int fds[2])
 #endif
 }
 
+/* A run's two pipes: the script's output, and one that the thread
+ * waiting for its exit closes then.  -1, reported, if either fails.
+ */
+static int
+open_pipes (const char *what, int fds[2], int exitfds[2])
+{
+  if (cloexec_pipe (fds) == -1) {
+    nbdkit_error ("%s: pipe: %m", what);
+    return -1;
+  }
+  if (cloexec_pipe (exitfds) == -1) {
+    nbdkit_error ("%s: pipe: %m", what);
+    close (fds[0]);
+    close (fds[1]);
+    return -1;
+  }
+  return 0;
+}
+
 /* The script gets standard input, output and error only: not nbdkit's
  * sockets, libcurl's connections or another script's pipes.  Where the
  * spawn cannot close the rest itself, every descriptor above standard
@@ -368,16 +387,8 @@ spawn_run (const char *what, const char *script, unsigned iteration,
     nbdkit_error ("%s: out of memory", what);
     return -1;
   }
-  if (cloexec_pipe (fds) == -1) {
-    nbdkit_error ("%s: pipe: %m", what);
+  if (open_pipes (what, fds, exitfds) == -1)
     return -1;
-  }
-  if (cloexec_pipe (exitfds) == -1) {
-    nbdkit_error ("%s: pipe: %m", what);
-    close (fds[0]);
-    close (fds[1]);
-    return -1;
-  }
   start = clock_ns ();
   err = spawn_sh (script, envp, fds[1], &pid);
   close (fds[1]);

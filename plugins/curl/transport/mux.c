@@ -35,7 +35,6 @@
 
 #include <config.h>
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,25 +44,6 @@
 #include <nbdkit-plugin.h>
 
 #include "transport/inside.h"
-
-static struct {
-  pthread_mutex_t lock;
-  CURLM *multi;
-  bool on;                      /* requests go through the multi handle */
-  bool running;                 /* its thread runs */
-  bool stop;                    /* ... and is to end */
-  pthread_t thread;
-  struct transport_req *head, *tail;  /* handed over, not yet added */
-  pthread_condattr_t cond_attr; /* CLOCK_MONOTONIC, for wait_for */
-  bool cond_attr_made;
-  unsigned added;               /* in the multi handle: whoever drives */
-  /* Added before the thread ran (mux_begin), until mux_wait. */
-  struct transport_req *early[MUX_EARLY];
-  void (*when_sent) (void);     /* see mux_when_sent */
-} mux = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-/* How often a waiting thread asks whether its client went. */
-#define CLIENT_CHECK_NS (250 * 1000000)
 
 /* Whether url= (or url-script's first URL, not known yet) is https. */
 static bool
@@ -149,8 +129,6 @@ mux_http_version (void)
     ? CURL_HTTP_VERSION_2TLS : cfg.http_version;
 }
 
-static void finish (struct transport_req *r, CURLcode rc);
-
 static void
 mux_drop (const char *why)
 {
@@ -168,7 +146,7 @@ mux_drop (const char *why)
       curl_multi_remove_handle (mux.multi, r->easy);
       curl_easy_setopt (r->easy, CURLOPT_PRIVATE, NULL);
       mux.added--;
-      finish (r, CURLE_ABORTED_BY_CALLBACK);
+      streams_finish (r, CURLE_ABORTED_BY_CALLBACK);
     }
   }
   curl_multi_cleanup (mux.multi);       /* closes the probe's connection */
@@ -226,118 +204,6 @@ mux_near (bool http1, const char *why)
   mux.on = true;
 }
 
-/* The end of request r: its waiter may go on. */
-static void
-finish (struct transport_req *r, CURLcode rc)
-{
-  pthread_mutex_lock (&mux.lock);
-  r->rc = rc;
-  r->done = true;
-  pthread_cond_signal (&r->cond);
-  pthread_mutex_unlock (&mux.lock);
-}
-
-/* Requests that ended: removed, their waiters woken; how many. */
-static unsigned
-reap (void)
-{
-  int left;
-  unsigned n = 0;
-
-  for (;;) {
-    CURLMsg *m = curl_multi_info_read (mux.multi, &left);
-    CURL *e;
-    CURLcode rc;
-    struct transport_req *r = NULL;
-
-    if (m == NULL)
-      break;
-    if (m->msg != CURLMSG_DONE)
-      continue;
-    e = m->easy_handle;
-    rc = m->data.result;
-    curl_easy_getinfo (e, CURLINFO_PRIVATE, (char **) &r);
-    curl_multi_remove_handle (mux.multi, e);
-    curl_easy_setopt (e, CURLOPT_PRIVATE, NULL);
-    mux.added--;
-    finish (r, rc);
-    n++;
-  }
-  return n;
-}
-
-static CURLcode
-add (struct transport_req *r)
-{
-  CURLMcode mc;
-
-  curl_easy_setopt (r->easy, CURLOPT_PIPEWAIT, 1L);
-  curl_easy_setopt (r->easy, CURLOPT_PRIVATE, (char *) r);
-  mc = curl_multi_add_handle (mux.multi, r->easy);
-  if (mc == CURLM_OK) {
-    mux.added++;
-    return CURLE_OK;
-  }
-  nbdkit_debug ("curl_multi_add_handle: %s", curl_multi_strerror (mc));
-  return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
-}
-
-/* libcurl's multi handle failed (out of memory; a poll that cannot
- * work): said once, and a pause before the next round rather than a
- * loop that spins.  Each transfer still ends by its own time limits.
- */
-static void
-back_off_error (CURLMcode mc)
-{
-  static bool said;
-  struct timespec pause = { .tv_nsec = 10 * 1000000 };
-
-  if (!said)
-    nbdkit_debug ("%s: HTTP/2: libcurl's multi handle failed: %s",
-                  cfg.shown_url, curl_multi_strerror (mc));
-  said = true;
-  nanosleep (&pause, NULL);
-}
-
-/* The thread: add what was handed over, run the transfers, wake the
- * waiters of those that ended; until mux_unload stops it and none is left.
- */
-static void *
-drive (void *arg)
-{
-  int still;
-
-  (void) arg;
-  object_plugin_thread ();
-  for (;;) {
-    struct transport_req *list, *r, *next;
-    bool stop;
-    CURLcode rc;
-    CURLMcode mc;
-
-    pthread_mutex_lock (&mux.lock);
-    list = mux.head;
-    mux.head = mux.tail = NULL;
-    stop = mux.stop;
-    pthread_mutex_unlock (&mux.lock);
-    for (r = list; r != NULL; r = next) {
-      next = r->next;           /* r may be gone once finished */
-      rc = add (r);
-      if (rc != CURLE_OK)
-        finish (r, rc);
-    }
-    if (stop && mux.added == 0)
-      break;
-    mc = curl_multi_perform (mux.multi, &still);
-    reap ();
-    if (mc == CURLM_OK)
-      mc = curl_multi_poll (mux.multi, NULL, 0, 1000, NULL);
-    if (mc != CURLM_OK)
-      back_off_error (mc);
-  }
-  return NULL;
-}
-
 /* Once nbdkit runs (.after_fork): the thread, if HTTP/2 was chosen. */
 int
 mux_start (void)
@@ -346,7 +212,7 @@ mux_start (void)
 
   if (!mux_on ())
     return 0;
-  err = pthread_create (&mux.thread, NULL, drive, NULL);
+  err = pthread_create (&mux.thread, NULL, streams_drive, NULL);
   if (err != 0) {
     nbdkit_error ("pthread_create: %s", strerror (err));
     return -1;
@@ -355,81 +221,17 @@ mux_start (void)
   return 0;
 }
 
-/* Whether the request on e has been sent, or is being sent. */
-static bool
-request_sent (CURL *e)
-{
-  curl_off_t t = 0;
-
-  return curl_easy_getinfo (e, CURLINFO_PRETRANSFER_TIME_T, &t) == CURLE_OK &&
-    t > 0;
-}
-
-/* Before the thread runs (the probe, in .get_ready): drive the multi
- * handle here until r is done; when the request on e has gone out,
- * call mux_when_sent's function, once for this request (a redirect's
- * next hop is another).
- */
-static void
-drive_here (struct transport_req *r, CURL *e)
-{
-  bool told = false;
-  int still;
-
-  while (!r->done) {
-    curl_multi_perform (mux.multi, &still);
-    if (!told && mux.when_sent != NULL && e != NULL && request_sent (e)) {
-      told = true;
-      mux.when_sent ();
-      continue;                 /* what it added goes out at once */
-    }
-    if (reap () == 0)
-      curl_multi_poll (mux.multi, NULL, 0, 1000, NULL);
-  }
-}
-
 static CURLcode
 perform_here (CURL *e)
 {
   struct transport_req r = { .easy = e };
 
   pthread_cond_init (&r.cond, NULL);
-  r.rc = add (&r);
+  r.rc = streams_add (&r);
   if (r.rc == CURLE_OK)
-    drive_here (&r, e);
+    streams_drive_here (&r, e);
   pthread_cond_destroy (&r.cond);
   return r.rc;
-}
-
-/* Wait for r's end.  Whether the client of the request went away only
- * the thread that serves it can tell (nbdkit_nanosleep: object_stopping),
- * not the one that runs the transfer, so the waiter looks every
- * CLIENT_CHECK_NS and sets *client_gone, which the transfer's progress
- * callback acts on (callbacks.c), and wakes the thread to run it.
- */
-static void
-wait_for (struct transport_req *r, bool *client_gone)
-{
-  int64_t until = clock_ns ();
-  struct timespec at;
-  bool gone;
-
-  pthread_mutex_lock (&mux.lock);
-  while (!r->done) {
-    until += CLIENT_CHECK_NS;
-    at = clock_at (until);
-    if (pthread_cond_timedwait (&r->cond, &mux.lock, &at) != ETIMEDOUT ||
-        r->done)
-      continue;
-    pthread_mutex_unlock (&mux.lock);
-    gone = object_stopping ();
-    if (gone) {
-      __atomic_store_n (client_gone, true, __ATOMIC_RELAXED);
-      curl_multi_wakeup (mux.multi);
-    }
-    pthread_mutex_lock (&mux.lock);
-  }
-  pthread_mutex_unlock (&mux.lock);
 }
 
 /* Run the request set up on e as a stream on the multi handle: as
@@ -451,7 +253,7 @@ mux_perform (CURL *e, bool *client_gone)
   mux.tail = &r;
   pthread_mutex_unlock (&mux.lock);
   curl_multi_wakeup (mux.multi);
-  wait_for (&r, client_gone);
+  streams_wait (&r, client_gone);
   pthread_cond_destroy (&r.cond);
   return r.rc;
 }
@@ -485,7 +287,7 @@ mux_begin (struct transport_req *r)
   if (i == MUX_EARLY)
     return CURLE_FAILED_INIT;
   pthread_cond_init (&r->cond, &mux.cond_attr);
-  r->rc = add (r);
+  r->rc = streams_add (r);
   if (r->rc != CURLE_OK) {
     pthread_cond_destroy (&r->cond);
     return r->rc;
@@ -504,9 +306,9 @@ mux_wait (struct transport_req *r, bool *client_gone)
   unsigned i;
 
   if (mux.running)
-    wait_for (r, client_gone);
+    streams_wait (r, client_gone);
   else if (!r->done)
-    drive_here (r, NULL);
+    streams_drive_here (r, NULL);
   pthread_mutex_lock (&mux.lock);
   for (i = 0; i < MUX_EARLY; i++)
     if (mux.early[i] == r)

@@ -117,6 +117,45 @@ drop_spares_locked (void)
   nr_spares = next_spare = 0;
 }
 
+/* ip:port as a socket address in ss: its length, or 0 when ip is not
+ * a plain IPv4 or IPv6 address.
+ */
+static socklen_t
+socket_address (const char *ip, int port, struct sockaddr_storage *ss)
+{
+  struct sockaddr_in *in = (struct sockaddr_in *) ss;
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) ss;
+
+  memset (ss, 0, sizeof *ss);
+  if (inet_pton (AF_INET, ip, &in->sin_addr) == 1) {
+    in->sin_family = AF_INET;
+    in->sin_port = htons (port);
+    return sizeof *in;
+  }
+  if (inet_pton (AF_INET6, ip, &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons (port);
+    return sizeof *in6;
+  }
+  return 0;
+}
+
+/* The bound on a spare's descriptor: half of RLIMIT_NOFILE, so that
+ * nbdkit and the handles still get theirs, and at most 2^20 to fit an
+ * int.
+ */
+static curl_socket_t
+fd_limit (void)
+{
+  struct rlimit rl;
+  curl_socket_t limit = 1 << 20;
+
+  if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur / 2 < (rlim_t) limit)
+    limit = rl.rlim_cur / 2;
+  return limit;
+}
+
 /* The probe's connection to ip:port is up: spares to it, in place of
  * any to an address it left (a redirect to another origin).
  */
@@ -124,25 +163,11 @@ static void
 open_spares_locked (const char *ip, int port)
 {
   struct sockaddr_storage ss;
-  struct sockaddr_in *in = (struct sockaddr_in *) &ss;
-  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &ss;
-  socklen_t len;
+  socklen_t len = socket_address (ip, port, &ss);
   struct endpoint to;
-  struct rlimit rl;
-  curl_socket_t fd, fd_limit;
+  curl_socket_t fd, limit;
 
-  memset (&ss, 0, sizeof ss);
-  if (inet_pton (AF_INET, ip, &in->sin_addr) == 1) {
-    in->sin_family = AF_INET;
-    in->sin_port = htons (port);
-    len = sizeof *in;
-  }
-  else if (inet_pton (AF_INET6, ip, &in6->sin6_addr) == 1) {
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons (port);
-    len = sizeof *in6;
-  }
-  else
+  if (len == 0)
     return;                     /* a Unix socket, a scoped IPv6 address */
   endpoint_of ((struct sockaddr *) &ss, &to);
   if (spares_left_locked () > 0 && same_endpoint (&to, &spare_to))
@@ -161,17 +186,14 @@ open_spares_locked (const char *ip, int port)
     if (spares == NULL)
       return;
   }
-  fd_limit = 1 << 20;
-  if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-      rl.rlim_cur / 2 < (rlim_t) fd_limit)
-    fd_limit = rl.rlim_cur / 2;
+  limit = fd_limit ();
   spare_to = to;
   spares_made = clock_ns ();
   while (nr_spares < spares_wanted) {
     fd = socket (ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd == -1)
       break;
-    if (fd >= fd_limit ||
+    if (fd >= limit ||
         (connect (fd, (struct sockaddr *) &ss, len) == -1 &&
          errno != EINPROGRESS)) {
       close (fd);
