@@ -16,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "rules/rules.h"
+#include "request/target.h"
 
 static unsigned failures, cases;
 static char failed_why[256];
@@ -25,8 +25,8 @@ static char failed_why[256];
 static bool
 claims (struct target *t, int64_t now)
 {
-  return redirect_target_claim (t, now, failed_why,
-                                sizeof failed_why) == CLAIM_RESOLVE;
+  return target_claim (t, now, failed_why,
+                       sizeof failed_why) == CLAIM_RESOLVE;
 }
 
 static void
@@ -182,8 +182,8 @@ targets (void)
 
   /* None yet: ask url=. */
   CHECK (!claims (&t, 1000) && t.url == NULL, "no target");
-  redirect_target_set ("https://cdn.example/disk.img?Expires=1100", false,
-                       &home, 1000, 0);
+  target_set ("https://cdn.example/disk.img?Expires=1100", false,
+              &home, 1000, 0);
   CHECK (!claims (&t, 1000) && t.url &&
          strstr (t.url, "cdn.example") && !t.trusted && t.expires == 1100,
          "the target, its trust and expiry");
@@ -197,8 +197,8 @@ targets (void)
          "due a tenth of its life before expiry: this request resolves, "
          "and has the old target to fall back to");
   free (t.url);
-  redirect_target_set ("https://cdn.example/disk.img?Expires=2000", false,
-                       &home, 1090, 0);
+  target_set ("https://cdn.example/disk.img?Expires=2000", false,
+              &home, 1090, 0);
   CHECK (!claims (&t, 1091) && t.gen != gen,
          "a new target, a new generation");
   gen = t.gen;
@@ -207,38 +207,38 @@ targets (void)
   /* A failure of an older generation is ignored; of this one, makes it
    * stale: the next request resolves.
    */
-  redirect_target_failed (gen - 1);
+  target_failed (gen - 1);
   CHECK (!claims (&t, 1092), "an old generation's failure");
   free (t.url);
-  redirect_target_failed (gen);
+  target_failed (gen);
   CHECK (claims (&t, 1092) && t.stale,
          "stale after a failure");
   free (t.url);
   /* The resolution failed: the old target stays, not stale. */
-  redirect_target_release (1092, "HTTP 503");
+  target_release (1092, "HTTP 503");
   CHECK (!claims (&t, 1093) && t.url && t.gen == gen,
          "released: the old target");
   free (t.url);
   /* url= no longer redirects. */
-  redirect_target_failed (gen);
+  target_failed (gen);
   CHECK (claims (&t, 1094), "stale again");
   free (t.url);
-  redirect_target_set (NULL, true, &home, 1094, 0);
+  target_set (NULL, true, &home, 1094, 0);
   CHECK (!claims (&t, 1095) && t.url == NULL,
          "no target: url= itself");
   /* The target redirects further: reads go to where it leads, in a
    * new generation; a move reported for an older one is ignored.
    */
-  redirect_target_set ("https://cdn.example/a.img", false, &home, 1000, 0);
+  target_set ("https://cdn.example/a.img", false, &home, 1000, 0);
   CHECK (!claims (&t, 1000), "a target");
   gen = t.gen;
   free (t.url);
-  redirect_target_moved (gen, "https://edge.example/a.img", false, 1001);
+  target_moved (gen, "https://edge.example/a.img", false, 1001);
   CHECK (!claims (&t, 1001) && t.url &&
          strstr (t.url, "edge.example") && t.gen != gen &&
          strcmp (t.origin.host, "edge.example") == 0, "moved");
   free (t.url);
-  redirect_target_moved (gen, "https://other.example/a.img", false, 1002);
+  target_moved (gen, "https://other.example/a.img", false, 1002);
   CHECK (!claims (&t, 1002) && t.url &&
          strstr (t.url, "edge.example"), "an old generation's move");
   free (t.url);
@@ -246,12 +246,12 @@ targets (void)
   /* Expired already when found (the signer's clock is behind ours):
    * not renewed at every request, only when it fails.
    */
-  redirect_target_set ("https://cdn.example/disk.img?Expires=900", false,
-                       &home, 1000, 0);
+  target_set ("https://cdn.example/disk.img?Expires=900", false,
+              &home, 1000, 0);
   CHECK (!claims (&t, 1001) && t.url && t.expires == -1,
          "an expiry already past is not used");
   free (t.url);
-  redirect_unload ();
+  target_unload ();
 }
 
 /* Renewals before expiry, one at a time: while one runs the others go
@@ -262,34 +262,34 @@ renewals (void)
 {
   struct target t, u;
 
-  redirect_target_set ("https://cdn.example/disk.img?Expires=1100", false,
-                       &home, 1000, 0);
+  target_set ("https://cdn.example/disk.img?Expires=1100", false,
+              &home, 1000, 0);
   CHECK (claims (&t, 1090), "due: this request renews");
   free (t.url);
   CHECK (!claims (&u, 1091) && u.url &&
          strstr (u.url, "Expires=1100"),
          "while it runs, the others use the old target, not wait");
   free (u.url);
-  redirect_target_release (1091, "HTTP 503");
+  target_release (1091, "HTTP 503");
   CHECK (!claims (&t, 1092), "backs off: not asked at once");
   free (t.url);
   CHECK (claims (&t, 1093), "asked again after 1-2 s");
   free (t.url);
-  redirect_target_release (1093, "HTTP 503");
+  target_release (1093, "HTTP 503");
   CHECK (!claims (&t, 1095), "then after 2-3 s: not yet");
   free (t.url);
   CHECK (claims (&t, 1096), "then after 2-3 s");
   free (t.url);
-  redirect_target_release (1096, "HTTP 503");
-  CHECK (redirect_target_claim (&t, 1100, failed_why,
-                                sizeof failed_why) == CLAIM_FAILED &&
+  target_release (1096, "HTTP 503");
+  CHECK (target_claim (&t, 1100, failed_why,
+                       sizeof failed_why) == CLAIM_FAILED &&
          t.url == NULL && strcmp (failed_why, "HTTP 503") == 0,
          "expired during the back-off: the read fails at once, with the "
          "renewal's error");
   CHECK (claims (&t, 1101), "expired, the back-off over: renewed");
   free (t.url);
-  redirect_target_set ("https://cdn.example/disk.img?Expires=1300", false,
-                       &home, 1100, 0);
+  target_set ("https://cdn.example/disk.img?Expires=1300", false,
+              &home, 1100, 0);
   CHECK (!claims (&t, 1101), "renewed: the back-off ends");
   free (t.url);
 
@@ -307,7 +307,7 @@ renewals (void)
                                 "https://a.example/xy?Expires=1"),
          "a longer path");
 
-  redirect_unload ();
+  target_unload ();
 }
 
 /* A read that claims the target at now while it is being renewed. */
@@ -323,7 +323,7 @@ waiter (void *arg)
   struct waiting *w = arg;
   struct target t;
 
-  w->c = redirect_target_claim (&t, w->now, w->why, sizeof w->why);
+  w->c = target_claim (&t, w->now, w->why, sizeof w->why);
   free (t.url);
   return NULL;
 }
@@ -340,9 +340,9 @@ waiters (void)
   struct target t;
   unsigned i;
 
-  redirect_renew_time (2);
-  redirect_target_set ("https://cdn.example/disk.img?Expires=1100", false,
-                       &home, 1000, 0);
+  target_renew_time (2);
+  target_set ("https://cdn.example/disk.img?Expires=1100", false,
+              &home, 1000, 0);
   /* Expired: this one renews, the others wait for it. */
   CHECK (claims (&t, 1100), "expired: this request renews");
   free (t.url);
@@ -353,20 +353,20 @@ waiters (void)
     w[i].now = 1100;
     pthread_create (&th[i], NULL, waiter, &w[i]);
   }
-  redirect_target_release (1102, "no byte for 2 s (timeout=)");
+  target_release (1102, "no byte for 2 s (timeout=)");
   for (i = 0; i < 4; i++) {
     pthread_join (th[i], NULL);
     CHECK (w[i].c == CLAIM_FAILED &&
            strcmp (w[i].why, "no byte for 2 s (timeout=)") == 0,
            "a read that waited fails with the renewal's error");
   }
-  CHECK (redirect_target_claim (&t, 1103, failed_why,
-                                sizeof failed_why) == CLAIM_FAILED,
+  CHECK (target_claim (&t, 1103, failed_why,
+                       sizeof failed_why) == CLAIM_FAILED,
          "and so does one that comes during the back-off");
   CHECK (claims (&t, 1104), "after it, one renews again");
   free (t.url);
-  redirect_target_set ("https://cdn.example/disk.img?Expires=1200", false,
-                       &home, 1104, 0);
+  target_set ("https://cdn.example/disk.img?Expires=1200", false,
+              &home, 1104, 0);
   CHECK (!claims (&t, 1105) && t.url && strstr (t.url, "1200"),
          "renewed: reads go on");
   free (t.url);
@@ -374,31 +374,31 @@ waiters (void)
   /* Refused (stale), the renewal fails: the old target is used again,
    * and fails; a new claim during the back-off fails at once.
    */
-  redirect_target_failed (t.gen);
+  target_failed (t.gen);
   CHECK (claims (&t, 1106) && t.stale, "refused: renewed");
   free (t.url);
-  redirect_target_release (1106, "HTTP 503");
+  target_release (1106, "HTTP 503");
   CHECK (!claims (&t, 1107) && t.url, "the old target again");
   free (t.url);
-  redirect_target_failed (t.gen);
-  CHECK (redirect_target_claim (&t, 1107, failed_why,
-                                sizeof failed_why) == CLAIM_FAILED &&
+  target_failed (t.gen);
+  CHECK (target_claim (&t, 1107, failed_why,
+                       sizeof failed_why) == CLAIM_FAILED &&
          strcmp (failed_why, "HTTP 503") == 0, "refused again in the back-off");
 
   /* Before expiry, after a failed renewal: again after the back-off,
    * but not so late that a renewal taking all of 2 x timeout + 1 s
    * would outlive the target.
    */
-  redirect_target_set ("https://cdn.example/disk.img?Expires=1300", false,
-                       &home, 1200, 0);
+  target_set ("https://cdn.example/disk.img?Expires=1300", false,
+              &home, 1200, 0);
   CHECK (claims (&t, 1290), "due 10 s before its end");
   free (t.url);
-  redirect_target_release (1293, "HTTP 503");
+  target_release (1293, "HTTP 503");
   CHECK (!claims (&t, 1294) && t.url, "backing off: the old target");
   free (t.url);
   CHECK (claims (&t, 1295), "renewed again: 5 s left");
   free (t.url);
-  redirect_target_release (1295, "HTTP 503");
+  target_release (1295, "HTTP 503");
   CHECK (!claims (&t, 1298) && t.url,
          "2 s left: too late, the old target serves until its end");
   free (t.url);
@@ -413,7 +413,7 @@ waiters (void)
   CHECK (presigned_renew_margin (120, 60) == 60, "at most half the life");
   CHECK (presigned_renew_margin (1, 60) == 1, "at least a second");
   CHECK (presigned_renew_margin (100, 0) == 10, "timeout unknown: a tenth");
-  redirect_unload ();
+  target_unload ();
 }
 
 /* Which chain ends are the same target: the query names the object
@@ -529,35 +529,35 @@ targets_dropped (void)
   unsigned i;
 
   /* url-script printed another URL: the target is dropped. */
-  redirect_target_set ("https://cdn.example/a.img", false, &home, 1000, 4);
-  CHECK (!redirect_target_given (4), "the same run's URL: kept");
-  CHECK (redirect_target_given (5), "another URL: dropped");
+  target_set ("https://cdn.example/a.img", false, &home, 1000, 4);
+  CHECK (!target_given (4), "the same run's URL: kept");
+  CHECK (target_given (5), "another URL: dropped");
   CHECK (!claims (&t, 1000) && t.url == NULL,
          "no target: url-script's URL");
-  CHECK (redirect_target_last () == NULL, "its chain starts afresh");
+  CHECK (target_last () == NULL, "its chain starts afresh");
 
   /* Targets refused soon after they were found, three in a row: none
    * is remembered any more.
    */
   for (i = 0; i < 3; i++) {
-    redirect_target_set ("https://cdn.example/a.img", false, &home, 1000,
-                         0);
+    target_set ("https://cdn.example/a.img", false, &home, 1000,
+                0);
     CHECK (!claims (&t, 1000) && t.url, "a target");
     free (t.url);
-    redirect_target_served (t.gen);
-    CHECK (redirect_target_failed (t.gen) == (i == 2),
+    target_served (t.gen);
+    CHECK (target_failed (t.gen) == (i == 2),
            "given up at the third short-lived target");
   }
   CHECK (!claims (&t, 1000) && t.url == NULL,
          "no target: url= for every read");
-  CHECK (!redirect_target_set ("https://cdn.example/b.img", false, &home,
-                               1000, 0), "none remembered any more");
+  CHECK (!target_set ("https://cdn.example/b.img", false, &home,
+                      1000, 0), "none remembered any more");
   CHECK (!claims (&t, 1000) && t.url == NULL,
          "still none");
-  u.url = redirect_target_last ();
+  u.url = target_last ();
   CHECK (u.url && strstr (u.url, "b.img"), "the last end is known");
   free (u.url);
-  redirect_unload ();
+  target_unload ();
 }
 
 int

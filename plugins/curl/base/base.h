@@ -2,8 +2,9 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * The base: small helpers and the clock.  Every folder may use it.
- * It uses nothing of the plugin's.
+ * The base: small helpers, the clock (clock.c) and lists of byte
+ * intervals (intervals.c).  Every folder may use it.  It uses nothing
+ * of the plugin's.
  */
 
 #ifndef BASE_H

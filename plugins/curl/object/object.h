@@ -5,7 +5,8 @@
  * The object: what is known about it, and where it can be read.
  * object.c holds its facts (size, validators, pin, first bytes) and
  * whether the plugin serves yet.  sources.c holds url= and each mirror,
- * and picks the source for each request.  The probe (ops/) fills the
+ * and picks the source for each request.  hedge.c says when a request
+ * is too slow at its source.  The probe (ops/) fills the
  * facts in once; after that everyone reads them.  This folder uses
  * configuration, the rules and the base.
  */

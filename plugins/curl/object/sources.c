@@ -16,7 +16,7 @@
  * bytes, not half, and one that falls behind gets less until it catches up.
  * An even split would let the slowest source set the pace.  A request that
  * takes much longer than expected, or whose bytes stop coming, is stopped
- * and asked of another source (sources_hedge_due).  A source that fails,
+ * and asked of another source (hedge.c).  A source that fails,
  * changes or stalls is dropped.  ops/mirrors.c asks it again later, with a
  * longer wait each time it fails again.  When every source is down, reads
  * go to the dropped one that is due first, and fail as they would with url=

@@ -60,14 +60,14 @@ route_init (void)
     .location_trusted = cfg.location_trusted,
   };
   /* A renewal is one request's chain: each hop may stall for timeout=. */
-  redirect_renew_time (cfg.timeout);
+  target_renew_time (cfg.timeout);
   return 0;
 }
 
 void
 route_unload (void)
 {
-  redirect_unload ();
+  target_unload ();
 }
 
 #define MAX_REDIRECTS 20
@@ -164,7 +164,7 @@ uses_target (const struct xfer *x)
 static bool
 lands_elsewhere (struct xfer *x, const char *landed)
 {
-  CLEANUP_FREE char *was = redirect_target_last ();
+  CLEANUP_FREE char *was = target_last ();
   CLEANUP_FREE char *now_at = NULL;
   CLEANUP_FREE char *then_at = NULL;
   struct pin p;
@@ -216,7 +216,7 @@ script_failed (struct xfer *x, int r)
 
 /* The chain from url=.  Its end becomes the remembered target, if keep
  * and the answer at it is not a failure.  claimed: this request was
- * asked to resolve it (redirect_target_claim), so it ends the claim
+ * asked to resolve it (target_claim), so it ends the claim
  * either way.  A read's chain that ends at another target than the
  * reads' so far fails while nothing pins the object (lands_elsewhere).
  */
@@ -265,16 +265,16 @@ resolve (struct conn *c, struct xfer *x, bool claimed, bool keep)
       lands_elsewhere (x, end ? end : given ? given : cfg.url))
     r = -1;
   if (r == 0 && end != NULL && uses_target (x) && (keep || claimed)) {
-    if (redirect_target_set (end, trusted, &home, epoch_now (), serial))
+    if (target_set (end, trusted, &home, epoch_now (), serial))
       nbdkit_debug ("%s: %s redirects to %s://%s:%ld: reads go there "
                     "directly", x->what, cfg.shown_url, at.scheme, at.host,
                     at.port);
   }
   else if (claimed && r == 0)
-    redirect_target_set (NULL, true, &home, epoch_now (), serial);
+    target_set (NULL, true, &home, epoch_now (), serial);
   else if (claimed)
-    redirect_target_release (epoch_now (), x->why[0] != '\0' ? x->why
-                             : "it failed (reported where it did)");
+    target_release (epoch_now (), x->why[0] != '\0' ? x->why
+                    : "it failed (reported where it did)");
   return r;
 }
 
@@ -308,7 +308,7 @@ at_target (struct conn *c, struct xfer *x, struct target *t)
                   "%s://%s:%ld: reads go there directly", x->what,
                   cfg.shown_url, t->origin.scheme, t->origin.host,
                   t->origin.port);
-    redirect_target_moved (t->gen, end, t->trusted, epoch_now ());
+    target_moved (t->gen, end, t->trusted, epoch_now ());
   }
   return r;
 }
@@ -344,7 +344,7 @@ renew_given (struct xfer *x)
 
   if (script_failed (x, script_url_serial (&serial)))
     return -1;
-  if (redirect_target_given (serial))
+  if (target_given (serial))
     nbdkit_debug ("%s: url-script printed another URL: the redirect "
                   "target of the previous one is dropped", x->what);
   return 0;
@@ -374,12 +374,12 @@ renewal_failed (struct xfer *x)
  * longer remembered.
  */
 static void
-target_failed (const struct xfer *x, unsigned gen)
+failed_at_target (const struct xfer *x, unsigned gen)
 {
   nbdkit_debug ("%s: the redirect target of %s failed (%s): asking "
                 "%s again", x->what, cfg.shown_url, x->why,
                 cfg.shown_url);
-  if (redirect_target_failed (gen))
+  if (target_failed (gen))
     nbdkit_debug ("%s: %s: its redirect targets keep failing soon after "
                   "they are found: from now on every read follows its "
                   "redirects, no target is remembered", x->what,
@@ -410,8 +410,8 @@ route_attempt (struct conn *c, struct xfer *x)
   if (cfg.url_script != NULL && renew_given (x) == -1)
     return -1;
   for (tries = 0; tries < 2; tries++) {
-    enum claim claim = redirect_target_claim (&t, epoch_now (), x->why,
-                                              sizeof x->why);
+    enum claim claim = target_claim (&t, epoch_now (), x->why,
+                                     sizeof x->why);
 
     if (claim == CLAIM_FAILED)
       return renewal_failed (x);
@@ -430,13 +430,13 @@ route_attempt (struct conn *c, struct xfer *x)
     r = at_target (c, x, &t);
     free (t.url);
     if (r == 0) {
-      redirect_target_served (t.gen);
+      target_served (t.gen);
       return 0;
     }
     if (x->reported || !(target_gone (x->a.status) ||
                          (x->v == VERDICT_RETRY && x->a.rc != CURLE_OK)))
       return r;
-    target_failed (x, t.gen);
+    failed_at_target (x, t.gen);
     /* A connection that failed is retried after the back-off. */
     if (x->v == VERDICT_RETRY)
       return r;

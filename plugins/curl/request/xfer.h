@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "request/request.h"
+#include "request/target.h"
 
 /* One request and what its answer was. */
 struct xfer {

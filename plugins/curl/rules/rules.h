@@ -7,7 +7,8 @@
  * they need.  So the unit tests use them without a server.
  *
  * verdict.c judges an answer, answer.c reads its headers, ranges.c its
- * Content-Range and multipart body.  redirect.c decides where a
+ * Content-Range and multipart body.  validators.c holds an answer to
+ * the object pinned at start-up.  redirect.c decides where a
  * redirect may go, presigned.c what a signed URL's query says.
  * headers.c says which request headers a user may add, digests.c
  * compares the digests servers state.  The rules use only the base.

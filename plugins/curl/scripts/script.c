@@ -52,7 +52,7 @@ struct script {
   int64_t expires, made;
   bool expired;
   unsigned serial;              /* url-script: the runs that printed a
-                                 * new URL, for redirect_target_given */
+                                 * new URL, for target_given */
   unsigned runs;                /* runs ended, and whether the last one */
   bool failed;                  /* failed: those waiting fail with it */
   /* url-script: after a failed run, the URL not usable, no new run

@@ -8,8 +8,8 @@
  *
  * libcurl multiplexes only the transfers of one multi handle: easy handles
  * performed each in its own thread never share a connection.  So each
- * request's easy handle is handed to one multi handle, which a thread of
- * this file drives.  The nbdkit thread that asked waits for its end
+ * request's easy handle is handed to one multi handle, which a thread
+ * drives (streams.c).  The nbdkit thread that asked waits for its end
  * (mux_perform, reached as transport_perform).  The handle keeps its
  * callbacks (request/callbacks.c), so each answer is judged as it arrives
  * exactly as over HTTP/1.1, only in this file's thread.  The verdict, the

@@ -96,7 +96,8 @@ back_off_error (CURLMcode mc)
 }
 
 /* The thread: add what was handed over, run the transfers, wake the
- * waiters of those that ended; until mux_unload and none is left.
+ * waiters of those that ended; until mux_unload stops it and none is
+ * left.
  */
 void *
 streams_drive (void *arg)
