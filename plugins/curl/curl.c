@@ -4,7 +4,7 @@
  *
  * The plugin table and the NBD callbacks, nothing else.
  *
- * How it works.  config/ parses the parameters.  In .get_ready, before
+ * How it works.  settings/ parses the parameters.  In .get_ready, before
  * nbdkit forks or accepts a client, ops/probe.c asks for the object's first
  * bytes with one ranged GET.  Its 206 proves that the server answers
  * ranges, and its Content-Range gives the size.  HEAD follows only when

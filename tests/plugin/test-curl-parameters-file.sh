@@ -3,7 +3,7 @@
 # each with a valid value, on a file: URL and no server at all (like
 # nbdkit's test-curl-options).  nbdkit must start and a copy of the
 # whole export must equal the file.
-# Nothing in config/config.c refuses a parameter because the URL is file:, and
+# Nothing in settings/config.c refuses a parameter because the URL is file:, and
 # libcurl's file: handler uses no network, so these are accepted and
 # have no effect here: proxy, proxy-user, proxy-password, proxy-cainfo,
 # proxy-capath (a proxy that nothing listens on still gives the file's

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-index.sh: tests/INDEX.md, the index from parameter, option and
 # behaviour to test, stays true to the tree:
-#  - every parameter in plugins/curl/config/params.h (the rows of CURL_PARAMS)
+#  - every parameter in plugins/curl/settings/params.h (the rows of CURL_PARAMS)
 #    has one row under "Plugin parameters", and that section names no
 #    other;
 #  - every long option of curlpipe/curlpipe.pod ("=item ... B<--NAME>")
@@ -68,7 +68,7 @@ def check_rows(section, want, what):
             problems.append("%s: %d rows for %s" % (section, seen[key], key))
     print("%s: %d %ss, %d rows" % (section, len(want), what, len(seen)))
 
-params_h = open(os.path.join(top, "plugins/curl/config/params.h")).read()
+params_h = open(os.path.join(top, "plugins/curl/settings/params.h")).read()
 params = set(re.findall(r'^\s*P \("([a-z0-9-]+)"', params_h, re.M))
 if len(params) < 10:
     problems.append("found only %d parameters in params.h" % len(params))

@@ -14,7 +14,7 @@
 #ifndef OBJECT_H
 #define OBJECT_H
 
-#include "config/config.h"
+#include "settings/settings.h"
 
 /* What the object at a URL is, as its answers show it. */
 struct object_info {

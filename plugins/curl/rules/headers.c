@@ -5,7 +5,7 @@
  * The request headers a user may add, with header= or header-script.  Each
  * is one line, with a valid name, and none that the plugin sets itself for
  * its own checks.  Pure, with no state and no I/O: header=
- * (config/values.c) and each line of header-script's output
+ * (settings/values.c) and each line of header-script's output
  * (scripts/script.c) get the same answer for the same line.
  */
 

@@ -3,7 +3,7 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * Every parameter, one row each.  From this table come the fields of struct
- * curl_config (config.h), their defaults, and the parser each value goes
+ * curl_config (settings.h), their defaults, and the parser each value goes
  * through (config.c's table, values.c's parsers).  So do the help text, and
  * --dump-plugin's list of the parameters that go only to url='s origin.
  * Adding a parameter is a row here, and an item in the man page;

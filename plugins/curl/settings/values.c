@@ -17,7 +17,7 @@
 
 #include <nbdkit-plugin.h>
 
-#include "config/config.h"
+#include "settings/settings.h"
 
 int
 values_string (const char *key, const char *value, void *field,

@@ -24,7 +24,7 @@
 
 #include <nbdkit-plugin.h>
 
-#include "config/config.h"
+#include "settings/settings.h"
 #include "secrets.h"
 
 struct curl_config cfg = {

@@ -2,18 +2,18 @@
  * Copyright the nbdkit-curl-plugin authors.
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
- * Configuration: every parameter, parsed and checked before anything
+ * Settings: every parameter, parsed and checked before anything
  * runs.  params.h is the table, values.c parses each kind of value,
  * config.c checks them together and sets libcurl's options from them.
  * After .get_ready the struct is read-only, so any thread reads it
  * without a lock.  This folder uses the rules and the base.
  */
 
-#ifndef CONFIG_H
-#define CONFIG_H
+#ifndef SETTINGS_H
+#define SETTINGS_H
 
 #include "rules/rules.h"
-#include "config/params.h"
+#include "settings/params.h"
 
 /* Its fields are params.h's rows. */
 struct curl_config {
@@ -37,4 +37,4 @@ extern void config_dump (void);
 #define HELP_OF(key, kind, type, field, dflt, lo, hi, origin, help) help
 #define CONFIG_HELP CURL_PARAMS (HELP_OF)
 
-#endif /* CONFIG_H */
+#endif /* SETTINGS_H */
