@@ -20,7 +20,9 @@
 #  (e) nbdinfo reads nothing of the object: no verdict, nothing fails,
 #      and nbdkit says at exit that the digest was not checked.
 #  (f) Bad values refused at start-up, each with a message naming the
-#      problem; a writable connection refused (checksum= needs -r).
+#      problem, also when a good value follows (as connections=abc
+#      connections=4 is: each value is checked as it comes); a writable
+#      connection refused (checksum= needs -r).
 #  (g) nbdcopy splits an image among its workers in regions of 128 MiB
 #      and reads them at once: 320 MiB (sparse) read nothing twice.
 #  (i) No spill file and reads not pinned: what was read out of order is
@@ -289,6 +291,10 @@ for bad in "sha1:$sha256" "sha256" "sha256:${sha256:1}" \
   grep -q "checksum: " "$tmp/f.err" ||
     { cat "$tmp/f.err" >&2; fail "(f) checksum=$bad: no message"; }
 done
+expect_nbdkit_fails f2 -r "$PLUGIN" "$url" checksum=bogus \
+  "checksum=sha256:$sha256"
+grep -q "checksum: expected ALGO:HEX.*'bogus'" "$tmp/f2.err" ||
+  { cat "$tmp/f2.err" >&2; fail "(f) checksum=bogus before a good one"; }
 start_nbdkit w "$PLUGIN" "$url" "checksum=sha256:$sha256"
 st=0
 nbdsh -u "$uri" -c 'h.pread(4096, 0)' >"$tmp/w.out" 2>&1 || st=$?
