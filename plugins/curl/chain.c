@@ -12,7 +12,8 @@
  *     queue         always: batch, request      read/pool.c
  *
  * To turn a policy off or move it, change its line in chain_build.
- * Each link can be tested against a fake one below it.
+ * Each link can be tested against a fake one below it, as
+ * tests/unit/test-chain.c does for checksum.
  */
 
 #include <config.h>
