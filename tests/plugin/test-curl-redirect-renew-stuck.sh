@@ -6,7 +6,7 @@
 # target, and a failed renewal backs off before the next (issue 37,
 # points 11 and 12).
 # url= is helpers/redirector.py, which redirects to a link that nginx's
-# secure_link module checks and that lives 30 s.  With 16 reads in
+# secure_link module checks and that lives 12 s.  With 16 reads in
 # flight (random 4 KiB blocks, each compared with the image), reads per
 # second are counted for 1 s before the renewal window, with the
 # redirector answering, and for 1 s inside the window, with it:
@@ -31,7 +31,7 @@ image=$tmp/nginx-signed/www/disk.img
 make_random_file "$image" $((8 * 1024 * 1024))
 start_redirector rd
 echo "http://127.0.0.1:$signed_port/disk.img" >"$tmp/rd/target"
-echo "$secret 30" >"$tmp/rd/sign"
+echo "$secret 12" >"$tmp/rd/sign"
 
 for mode in hang fail; do
   rm -f "$tmp/rd/hang" "$tmp/rd/fail"
@@ -43,7 +43,7 @@ for mode in hang fail; do
               head -1)
   [ -n "$expires" ] || fail "$mode: no signed link was used"
   # The window opens at expires - 5 (2 x timeout + 1 s: more than a
-  # tenth of the link's life, 29 or 30 s as the plugin sees it), so the
+  # tenth of the link's life, 11 or 12 s as the plugin sees it), so the
   # redirector misbehaves from 5.5 s to 1 s before the end, and the
   # window's rate is counted from 3.9 to 2.9 s before it.
   EXPIRES=$expires FILE=$image CTRL=$tmp/rd/$mode RDLOG=$tmp/rd.log \
