@@ -189,12 +189,12 @@ store_await (uint64_t block, char *buf, uint32_t off, uint32_t len)
     nanosleep (&ts, NULL);
     if (sleep_ns < 16000000)
       sleep_ns *= 2;
-    if (store_get (block, buf, off, len)) {
+    if (store_get (block, buf, off, len) > 0) {
       __atomic_add_fetch (&store.counts.waited, 1, __ATOMIC_RELAXED);
       return true;
     }
     if (!store_claimed (block))
-      return store_get (block, buf, off, len);
+      return store_get (block, buf, off, len) > 0;
   }
   nbdkit_debug ("cache: block %" PRIu64 " was claimed but did not come in "
                 "%d s: fetched here", block, (int) (WAIT_NS / 1000000000));

@@ -72,7 +72,7 @@ extern void store_close (void);
 
 /* block.c */
 extern uint32_t store_block_len (uint64_t block);
-extern bool store_get (uint64_t block, char *buf, uint32_t off, uint32_t len);
+extern int store_get (uint64_t block, char *buf, uint32_t off, uint32_t len);
 extern bool store_put (uint64_t block, const char *data);
 extern bool store_finish (int fd, const char *tmp, uint64_t block,
                           const char *data);
