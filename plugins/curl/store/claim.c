@@ -9,9 +9,9 @@
  * one process gets it and the others EEXIST.  So a claim costs no inode
  * of its own (ext4 slows down when many are made and deleted).  Until the
  * block's header is written, the file starts with its host and pid.  A
- * claim is only a hint.  Whoever waits gives up after
- * WAIT_NS and fetches the block itself, and a claim whose process is
- * gone (same host) or which is older than STALE_SECS is taken over.
+ * claim is only a hint.  Whoever waits gives up after a while
+ * (cache/cache.c) and fetches the block itself.  A claim whose process
+ * is gone (same host), or older than STALE_SECS, is taken over.
  * Two fetches of one block cost bytes, never correctness: both write
  * the same block, and rename keeps one.
  */
@@ -30,7 +30,6 @@
 
 #include "store/store.h"
 
-#define WAIT_NS (INT64_C (5) * 1000000000)
 #define STALE_SECS 120
 #define MAX_MINE 64
 
@@ -124,8 +123,6 @@ store_claim (uint64_t block)
   char name[40];
   int tries, r = -2;
 
-  if (!store_may_write ())
-    return CLAIM_NONE;
   pthread_mutex_lock (&lock);
   if (mine_locked (block) != NULL || nmine == MAX_MINE) {
     r = mine_locked (block) != NULL;
@@ -214,33 +211,4 @@ store_claimed (uint64_t block)
   snprintf (name, sizeof name, "%" PRIu64 ".claim", block);
   return fstatat (store.objfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
     !stale (name);
-}
-
-/* Wait for a claimed block, then read [off, off+len) of it: true if it
- * came.  False when the claim went without the block, or after WAIT_NS:
- * the caller fetches it.  The wait sleeps, from 1 ms doubling to 16 ms.
- */
-bool
-store_await (uint64_t block, char *buf, uint32_t off, uint32_t len)
-{
-  int64_t end = clock_ns () + WAIT_NS;
-  long sleep_ns = 1000000;
-  struct timespec ts;
-
-  while (clock_ns () < end) {
-    ts.tv_sec = 0;
-    ts.tv_nsec = sleep_ns;
-    nanosleep (&ts, NULL);
-    if (sleep_ns < 16000000)
-      sleep_ns *= 2;
-    if (store_get (block, buf, off, len) > 0) {
-      __atomic_add_fetch (&store.counts.waited, 1, __ATOMIC_RELAXED);
-      return true;
-    }
-    if (!store_claimed (block))
-      return store_get (block, buf, off, len) > 0;
-  }
-  nbdkit_debug ("cache: block %" PRIu64 " was claimed but did not come in "
-                "%d s: fetched here", block, (int) (WAIT_NS / 1000000000));
-  return false;
 }

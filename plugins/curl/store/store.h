@@ -91,8 +91,6 @@ extern bool store_claimed_file (uint64_t block, int *fd, char *tmp,
                                 size_t size);
 extern void store_unclaim (uint64_t block);
 extern bool store_claimed (uint64_t block);
-extern bool store_await (uint64_t block, char *buf, uint32_t off,
-                         uint32_t len);
 
 /* evict.c */
 extern void store_evict_start (void);
