@@ -80,10 +80,12 @@ open_dir (const char *dir, uint64_t limit)
   }
 }
 
+static uint32_t bad;             /* the chunks the last get refused */
+
 static int
 get (uint64_t block, uint32_t off, uint32_t len, char *buf)
 {
-  return store_get (block, buf, off, len);
+  return store_get (block, buf, off, len, &bad);
 }
 
 /* Bytes [off, off+len) of block from the cache are the image's. */
@@ -167,11 +169,18 @@ damage_refused (void)
   check (get (1, STORE_CHUNK, 10, f) == -1, "a flipped byte is refused");
   check (get (1, 0, STORE_BLOCK, whole) == -1,
          "a whole read with the flipped byte in it is refused");
+  check (bad == 2, "only the chunk with the flipped byte is to fetch "
+         "(%#x)", bad);
+  check (memcmp (whole, image + STORE_BLOCK, STORE_CHUNK) == 0 &&
+         memcmp (whole + 2 * STORE_CHUNK, image + STORE_BLOCK +
+                 2 * STORE_CHUNK, STORE_BLOCK - 2 * STORE_CHUNK) == 0,
+         "the other chunks' bytes are served");
   check (same (1, 0, STORE_CHUNK), "the chunk before it is still served");
   /* Cut short. */
   block_file (f, sizeof f, 2);
   check (truncate (f, STORE_HEADER + 1000) == 0, "truncate");
-  check (get (2, 0, 10, g) == -1, "a file cut short is refused");
+  check (get (2, 0, 10, g) == -1 && bad == 1,
+         "a file cut short is refused");
   /* The header edited: the length. */
   flip (3, 24);
   check (get (3, 0, 10, g) == -1, "an edited header is refused");
@@ -207,7 +216,7 @@ other_object_refused (void)
   block_file (g, sizeof g, 1);
   check (strcmp (f, g) != 0, "two objects, two folders");
   check (rename (f, g) == 0, "rename");
-  check (store_put (0, image) && store_get (1, f, 0, 10) == -1,
+  check (store_put (0, image) && get (1, 0, 10, f) == -1,
          "another object's block is refused");
 }
 

@@ -34,7 +34,7 @@
 #define MAX_MINE 64
 
 /* This process's claims, so that its own threads wait too: each with
- * the block's file, open, until store_put writes it.
+ * the block's file, open, until block.c writes it.
  */
 struct mine {
   uint64_t block;
@@ -112,8 +112,8 @@ link_claim (const char *name, struct mine *m)
 }
 
 /* Claim block before fetching it whole: CLAIM_MINE to fetch it (then
- * store_put, and store_unclaim in any case), CLAIM_OTHERS to wait
- * (store_await), or CLAIM_NONE when no claim could be made (fetch it
+ * store_put, which lets the claim go, or store_unclaim), CLAIM_OTHERS to
+ * wait for it, or CLAIM_NONE when no claim could be made (fetch it
  * anyway).
  */
 enum store_claim
@@ -150,7 +150,7 @@ store_claim (uint64_t block)
   return r == 0 ? CLAIM_MINE : r == -1 ? CLAIM_OTHERS : CLAIM_NONE;
 }
 
-/* The claimed block's file, for store_put to write (it then owns fd and
+/* The claimed block's file, for block.c to write (it then owns fd and
  * the name): false if block is not claimed here.
  */
 bool
@@ -169,7 +169,7 @@ store_claimed_file (uint64_t block, int *fd, char *tmp, size_t size)
 }
 
 /* The fetch is over, the block written or not: the claim goes, and the
- * file if store_put did not take it.
+ * file if block.c did not take it.
  */
 void
 store_unclaim (uint64_t block)
