@@ -10,7 +10,8 @@
  * served.  Pieces make a block once all of them are there.  Claims: one
  * process's second claim waits, a dead process's claim is taken over.
  * The directory is refused when it is a symlink or others can write into
- * it or into a folder above it without the sticky bit.  Eviction keeps
+ * it or into a folder above it without the sticky bit (and then it is not
+ * made).  Eviction keeps
  * the directory under its bound, oldest first.
  */
 
@@ -312,6 +313,8 @@ directories (void)
   chmod (p, 0777);
   check (refused ("loose/in"), "under a folder others can write into is "
          "refused: %s", stub_last_error ());
+  path (p, sizeof p, "loose/in");
+  check (access (p, F_OK) == -1, "and is not made there");
   path (p, sizeof p, "made");
   check (!refused ("made"), "a missing directory is made");
   check (access (p, F_OK) == 0, "and is there");

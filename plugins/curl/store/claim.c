@@ -56,7 +56,9 @@ mine_locked (uint64_t block)
   return NULL;
 }
 
-/* Whether the claim file name is stale: its process gone, or too old. */
+/* Whether the claim file name is stale: its process gone, or too old,
+ * or not a claim any process made (a symlink, a FIFO, a directory).
+ */
 static bool
 stale (const char *name)
 {
@@ -68,7 +70,7 @@ stale (const char *name)
   fd = openat (store.objfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
                O_CLOEXEC);
   if (fd == -1)
-    return false;               /* gone: the caller tries again */
+    return errno != ENOENT;     /* gone: the caller tries again */
   r = fstat (fd, &st) == 0 && S_ISREG (st.st_mode)
     ? read (fd, text, sizeof text - 1) : -1;
   close (fd);
@@ -210,5 +212,5 @@ store_claimed (uint64_t block)
   pthread_mutex_unlock (&lock);
   snprintf (name, sizeof name, "%" PRIu64 ".claim", block);
   return fstatat (store.objfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-    !stale (name);
+    S_ISREG (st.st_mode) && !stale (name);
 }
