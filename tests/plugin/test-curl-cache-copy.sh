@@ -166,7 +166,7 @@ EOF
   echo "(b) 4 KiB blocks of the old version in the copy: $stale"
   [ "$stale" -eq 0 ] || problem "(b) $stale blocks of 4 KiB are the old object's"
 fi
-rm -f "$tmp/old.img" "$tmp/new.img"
+rm -rf "$tmp/old.img" "$tmp/new.img" "$tmp/cache-a"
 
 # (c) No strong validator: nothing kept.
 for kind in noetag weak; do
@@ -183,6 +183,7 @@ for kind in noetag weak; do
   n=0
   [ ! -d "$dir" ] || n=$(blk_files "$dir" | wc -l)
   [ "$n" -eq 0 ] || problem "(c_$kind) $n block files written"
+  rm -rf "$dir"
 done
 
 # (d) Damaged files.  flip DIR: one byte of the data of every block
@@ -227,6 +228,7 @@ wrong=$(blk_files "$dir" | xargs -r stat -c %s | grep -cvx "$blk_size" || :)
 cache_copy d4 "$image" "$url" "cache-dir=$dir"
 at_most d4 "bytes sent once the damage was mended" "$sent" \
         $((size / 100 + allow))
+rm -rf "$dir"
 
 # (e) cache-size= smaller than the image.  KNOWN TO FAIL with the engine
 # as merged (1c6564d): cache-size=8M deletes nothing (-v: "0 evicted"),
