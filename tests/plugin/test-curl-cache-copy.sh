@@ -7,8 +7,8 @@
 # probe's 8 KiB always goes out, so "nothing" is under 64 KiB).
 #  (a) Warm copy: the first copy makes DIR (mode 0700) holding one
 #      object, its key and 24 block files of 4 KiB + 1 MiB, and fetches
-#      the image about once; the second, by a new nbdkit, is byte-exact and
-#      the origin sends at most 1% of the image.  The read chain has
+#      the image about once; the second, by a new nbdkit, is byte-exact
+#      and the origin sends at most 1% of the image.  The read chain has
 #      `cache`.
 #  (b) The object replaced by one of the same size with new bytes and
 #      another mtime (so another ETag): the copy has the new bytes only
@@ -43,8 +43,8 @@ blocks=24
 blk_size=$((4096 + mib))        # a whole block file: header and data
 allow=$((64 * 1024))            # the probe's answer, and a little more
 # Read-ahead sometimes fetches a stretch twice while nbdcopy's first reads
-# race it (up to 1.24x seen, with or without cache-dir=): a whole fetch
-# may send this many percent of what it fetches.
+# race it (1.12x of the image seen without cache-dir=, 1.24x with): a
+# whole fetch may send this many percent of what it fetches.
 twice=130
 serve_image "$size" 'location /noetag/ { alias DIR/www/; etag off; }
   location /weak/ { alias DIR/www/; etag off;
