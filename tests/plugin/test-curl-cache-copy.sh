@@ -18,9 +18,10 @@
 #      "nothing is kept", the read chain has no `cache`, and no block
 #      file is written.
 #  (d) Damaged cache files: one byte flipped in the middle of the data of
-#      every block file, then (after that copy) three block files cut to
-#      half.  Each copy is byte-exact and fetches at most the damaged
-#      blocks again (the spec: a block that fails a check is fetched
+#      every block file; then (after that copy) three block files cut to
+#      half, one header's first byte changed, and one block file
+#      replaced by another block's (sound, but at the wrong index).  Each
+#      copy is byte-exact and fetches at most the damaged blocks again (the spec: a block that fails a check is fetched
 #      and rewritten whole); a last copy fetches nothing, so every file
 #      was rewritten whole.
 #  (e) cache-size=8M with the 24 MiB image: the copy is byte-exact and
@@ -213,16 +214,29 @@ cache_copy d2 "$image" "$url" "cache-dir=$dir"
 at_most d2 "bytes sent after a byte flipped in every block" "$sent" \
         $((n * mib * twice / 100 + allow))
 echo "(d2) fetched again $((sent * 100 / size))% of the image"
-cut=0
-for k in 3 11 19; do
-  f=$(find "$dir" -name "$k.blk" -type f | head -1)
-  [ -n "$f" ] || { problem "(d) no block file $k.blk"; continue; }
-  truncate -s $((blk_size / 2)) "$f"
-  cut=$((cut + 1))
-done
+# Three files cut to half, the magic number of 7.blk's header changed,
+# and 6.blk replaced by a copy of 5.blk (whole and sound, but block 5's:
+# served, it would put block 5's bytes at block 6's offset).
+damaged=0
+obj=$(find "$dir" -name 0.blk -type f -printf '%h\n' | head -1)
+if [ -z "$obj" ]; then
+  problem "(d) no block file 0.blk"
+else
+  for k in 3 11 19; do
+    truncate -s $((blk_size / 2)) "$obj/$k.blk" && damaged=$((damaged + 1))
+  done
+  "$PYTHON" -c '
+import sys
+with open(sys.argv[1], "r+b") as f:
+    b = f.read(1)
+    f.seek(0)
+    f.write(bytes([b[0] ^ 0xff]))' "$obj/7.blk" && damaged=$((damaged + 1))
+  cp "$obj/5.blk" "$obj/6.blk.new" && mv "$obj/6.blk.new" "$obj/6.blk" &&
+    damaged=$((damaged + 1))
+fi
 cache_copy d3 "$image" "$url" "cache-dir=$dir"
-at_most d3 "bytes sent after $cut files cut to half" "$sent" \
-        $((cut * mib + allow))
+at_most d3 "bytes sent after $damaged files were damaged" "$sent" \
+        $((damaged * mib + allow))
 wrong=$(blk_files "$dir" | xargs -r stat -c %s | grep -cvx "$blk_size" || :)
 [ "$wrong" -eq 0 ] || problem "(d3) $wrong block files not rewritten whole"
 cache_copy d4 "$image" "$url" "cache-dir=$dir"
