@@ -13,6 +13,8 @@
 #  (b) The object replaced by one of the same size with new bytes and
 #      another mtime (so another ETag): the copy has the new bytes only
 #      (no block of the old version) and fetched the whole image again.
+#      Then a block file of the old version put in place of the new
+#      one's (sound, but keyed to the other object) is fetched again.
 #  (c) No strong validator (nginx `etag off`, or a weak W/ ETag): nothing
 #      is kept; each of two runs fetches the whole image, -v says
 #      "nothing is kept", the read chain has no `cache`, and no block
@@ -166,6 +168,23 @@ EOF
 )
   echo "(b) 4 KiB blocks of the old version in the copy: $stale"
   [ "$stale" -eq 0 ] || problem "(b) $stale blocks of 4 KiB are the old object's"
+fi
+# (b2) The old version's 2.blk put in place of the new one's: whole and
+# sound, but another object's (its header names the other key).
+old_obj=$(grep -o "cache: $dir/[0-9a-f]\{64\}" "$tmp/a1.err" | head -1)
+new_obj=$(grep -o "cache: $dir/[0-9a-f]\{64\}" "$tmp/b.err" | head -1)
+old_obj=${old_obj#cache: } new_obj=${new_obj#cache: }
+if [ -z "$old_obj" ] || [ -z "$new_obj" ] || [ "$old_obj" = "$new_obj" ]
+then
+  problem "(b2) not two entries named by -v: '$old_obj' '$new_obj'"
+elif [ ! -f "$old_obj/2.blk" ]; then
+  problem "(b2) no $old_obj/2.blk"
+else
+  cp "$old_obj/2.blk" "$new_obj/2.blk.new"
+  mv "$new_obj/2.blk.new" "$new_obj/2.blk"
+  cache_copy b2 "$tmp/new.img" "$url" "cache-dir=$dir"
+  at_most b2 "bytes sent with one block file the old object's" "$sent" \
+          $((mib + allow))
 fi
 rm -rf "$tmp/old.img" "$tmp/new.img" "$tmp/cache-a"
 
