@@ -19,8 +19,14 @@
 #        dangling   a block file deleted, a symlink to a path outside
 #                   that does not exist put in its place
 #        temp       a block file deleted, symlinks to paths outside put
-#                   under the names its temporary file and claim may
-#                   take
+#                   under names its temporary file may take (the real
+#                   ones carry the host, PID and a count: never the same
+#                   twice, and opened with O_EXCL)
+#        claim      a block file deleted, a symlink to a path outside
+#                   put as its claim (N.claim), and another block's
+#                   claim a FIFO: neither is a live process's claim, so
+#                   no read waits for them (nbdkit says "was claimed but
+#                   did not come" when one waited its 5 s)
 #        hardlink   a block file replaced by a hard link to a file
 #                   outside (the block must be written anew, not in
 #                   place)
@@ -71,28 +77,26 @@ refused ()
 
 mkdir -m 700 "$tmp/good"
 ln -s "$tmp/good" "$tmp/link"
-refused symlink "$tmp/link"
+refused dir_symlink "$tmp/link"
 : >"$tmp/plain"
 chmod 600 "$tmp/plain"
-refused file "$tmp/plain"
+refused dir_file "$tmp/plain"
 for m in 777 770 702; do
   mkdir -m "$m" "$tmp/mode$m"
   chmod "$m" "$tmp/mode$m"          # whatever the umask
-  refused "mode$m" "$tmp/mode$m"
+  refused "dir_mode$m" "$tmp/mode$m"
 done
 for m in 777 775; do
   mkdir "$tmp/parent$m"
   chmod "$m" "$tmp/parent$m"
   refused "parent${m}_new" "$tmp/parent$m/cache"
-  [ ! -e "$tmp/parent$m/cache" ] ||
-    case_done "parent${m}_new" "BAD: made the directory it refused"
   mkdir -m 700 "$tmp/parent$m/there"
   refused "parent${m}_there" "$tmp/parent$m/there"
 done
 if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
   mkdir -m 700 "$tmp/theirs"
   chown nobody "$tmp/theirs"
-  refused owner "$tmp/theirs"
+  refused dir_owner "$tmp/theirs"
   mkdir -m 755 "$tmp/theirparent"
   mkdir -m 700 "$tmp/theirparent/cache"
   chown nobody "$tmp/theirparent"
@@ -173,9 +177,15 @@ plant_temp ()
 {
   local n
   rm "$1/5.blk"
-  for n in 5.tmp 5.blk.tmp .5.blk.tmp 5.claim 5.blk.claim .5.blk.claim; do
+  for n in 5.tmp 5.blk.tmp .5.blk.tmp 5.blk.1.tmp; do
     ln -s "$tmp/outside/new-$n" "$1/$n"
   done
+}
+plant_claim ()
+{
+  rm "$1/5.blk" "$1/6.blk"
+  ln -s "$tmp/outside/new-claim" "$1/5.claim"
+  mkfifo "$1/6.claim"
 }
 plant_hardlink ()  { rm "$1/7.blk"; ln "$tmp/outside/v2" "$1/7.blk"; }
 plant_fifo ()      { rm "$1/8.blk"; mkfifo "$1/8.blk"; }
@@ -194,8 +204,32 @@ plant_objlink ()
   ln -s "$tmp/outside/dir" "$1"
 }
 
-cases=(symlink dangling temp hardlink fifo moved other key objlink)
-for name in "${cases[@]}"; do
+# whole DIR K: DIR/K.blk is a regular file of its own (not a link, no
+# other name) holding block K of the image after its 4096-byte header.
+whole ()
+{
+  local f=$1/$2.blk
+  [ -f "$f" ] && [ ! -L "$f" ] && [ "$(stat -c %h "$f")" -eq 1 ] &&
+    cmp -s <(tail -c +4097 "$f") \
+           <(dd if="$image" bs=1M skip="$2" count=1 status=none)
+}
+
+# Each case: its name, and the blocks whose files must be whole after
+# the copy (what was planted there was not served but rewritten).
+cases=(
+  "symlink  | 3"
+  "dangling | 5"
+  "temp     | 5"
+  "claim    | 5 6"
+  "hardlink | 7"
+  "fifo     | 8"
+  "moved    | 7"
+  "other    | 9"
+  "key      | 0 12"
+  "objlink  |"
+)
+for row in "${cases[@]}"; do
+  case_row "$row" name blocks
   d=$tmp/d-$name
   cp -a "$tmp/pristine" "$d"
   "plant_$name" "$d/$hash"
@@ -206,6 +240,10 @@ for name in "${cases[@]}"; do
   secs=$(seconds_since "$t0")
   stop_pid "$nbdkit_pid"
   outside_list >"$tmp/outside.after"
+  notwhole=
+  for k in $blocks; do
+    whole "$d/$hash" "$k" || notwhole+=" $k.blk"
+  done
   if [ "$st" -eq 124 ]; then
     case_done "$name" "BAD: the copy hung (stopped after 20 s)"
   elif [ "$st" -ne 0 ]; then
@@ -218,8 +256,13 @@ for name in "${cases[@]}"; do
                 grep '^[<>]' | tr '\n' ' ' | cut -c1-300)"
   elif [ "$_status" -ne 0 ]; then
     case_done "$name" "BAD: nbdkit exited with status $_status"
+  elif grep -q "was claimed but did not come" "$tmp/$name.err"; then
+    case_done "$name" "BAD: a read waited for a planted claim ($secs s)"
+  elif [ -n "$notwhole" ]; then
+    case_done "$name" "BAD: not rewritten as whole blocks:$notwhole"
   else
-    case_done "$name" "byte-exact in $secs s, nothing outside touched"
+    case_done "$name" "byte-exact in $secs s, nothing outside touched$(
+              [ -z "$blocks" ] || echo ", rewritten: $blocks")"
   fi
   rm -f "$tmp/$name.out"
 done
