@@ -139,12 +139,22 @@ at_most b2 1
 run b3 "$base/y/disk.img" "cache-dir=$tmp/b"
 at_least b3 90
 
-# (c) Presigned URLs: pairs of queries that differ only in what signs.
-s3='X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIDEXAMPLE%2F20261205%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-SignedHeaders=host'
+# (c) Presigned URLs: pairs of queries that differ only in what signs
+# (S3's in another order, too).
+s3='X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-SignedHeaders=host'
+s3+='&X-Amz-Credential=AKIDEXAMPLE%2F20261205%2Fus-east-1%2Fs3%2Faws4_request'
+s3a='X-Amz-Date=20261205T100000Z&X-Amz-Expires=3600&X-Amz-Signature=0a1b2c'
+s3b='X-Amz-Date=20261205T110000Z&X-Amz-Expires=600&X-Amz-Signature=9f8e7d'
+az='sv=2022-11-02&sr=b&sp=r'
+aza='se=2026-12-05T10%3A00%3A00Z&sig=AbC%2Bd%3D'
+azb='se=2026-12-06T10%3A00%3A00Z&sig=ZyX%2Fw%3D'
+gs='X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Expires=900'
+gsa='X-Goog-Date=20261205T100000Z&X-Goog-Signature=abcd'
+gsb='X-Goog-Date=20261205T120000Z&X-Goog-Signature=ef01'
 cases=(
-  "s3    | $s3&X-Amz-Date=20261205T100000Z&X-Amz-Expires=3600&X-Amz-Signature=0a1b2c | X-Amz-Date=20261205T110000Z&X-Amz-Expires=600&X-Amz-Signature=9f8e7d&$s3"
-  "azure | sv=2022-11-02&sr=b&sp=r&se=2026-12-05T10%3A00%3A00Z&sig=AbC%2Bd%3D | sv=2022-11-02&sr=b&sp=r&se=2026-12-06T10%3A00%3A00Z&sig=ZyX%2Fw%3D"
-  "gcs   | X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Date=20261205T100000Z&X-Goog-Expires=900&X-Goog-Signature=abcd | X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Date=20261205T120000Z&X-Goog-Expires=900&X-Goog-Signature=ef01"
+  "s3    | $s3&$s3a  | $s3b&$s3"
+  "azure | $az&$aza  | $az&$azb"
+  "gcs   | $gs&$gsa  | $gs&$gsb"
 )
 for row in "${cases[@]}"; do
   case_row "$row" name q1 q2
