@@ -29,6 +29,7 @@
 #include "cache/cache.h"
 
 #define MAX_PIECES 40           /* blocks a read of 32 MiB touches, and more */
+#define WAIT_NS (INT64_C (5) * 1000000000)  /* for a block claimed elsewhere */
 
 struct piece {
   uint64_t block;
@@ -127,6 +128,36 @@ cache_start (const struct read_link *below)
   fill_start (below);
 }
 
+/* Wait for a block another claimed, then read [off, off+len) of it:
+ * true if it came.  False when the claim went without the block, or
+ * after WAIT_NS: the caller fetches it.  The wait sleeps, from 1 ms
+ * doubling to 16 ms: a block of 1 MiB takes longer than that to come.
+ */
+static bool
+await (uint64_t block, char *buf, uint32_t off, uint32_t len)
+{
+  int64_t end = clock_ns () + WAIT_NS;
+  long sleep_ns = 1000000;
+  struct timespec ts;
+
+  while (clock_ns () < end) {
+    ts.tv_sec = 0;
+    ts.tv_nsec = sleep_ns;
+    nanosleep (&ts, NULL);
+    if (sleep_ns < 16000000)
+      sleep_ns *= 2;
+    if (store_get (block, buf, off, len) > 0) {
+      __atomic_add_fetch (&store.counts.waited, 1, __ATOMIC_RELAXED);
+      return true;
+    }
+    if (!store_claimed (block))
+      return store_get (block, buf, off, len) > 0;
+  }
+  nbdkit_debug ("cache: block %" PRIu64 " was claimed but did not come in "
+                "%d s: fetched here", block, (int) (WAIT_NS / 1000000000));
+  return false;
+}
+
 /* Whole blocks from disk, or from a process that claimed them. */
 static void
 from_disk (struct piece *p, unsigned n)
@@ -143,16 +174,16 @@ from_disk (struct piece *p, unsigned n)
     if (p[i].hit)
       continue;
     if (p[i].len == store_block_len (p[i].block)) {
-      c = store_claim (p[i].block);
+      c = store_may_write () ? store_claim (p[i].block) : CLAIM_NONE;
       p[i].claimed = c == CLAIM_MINE;
       /* Written by another process since the first look? */
       if (c == CLAIM_MINE && got[i] == 0)
         p[i].hit = store_get (p[i].block, p[i].buf, p[i].off, p[i].len) > 0;
       else if (c == CLAIM_OTHERS)
-        p[i].hit = store_await (p[i].block, p[i].buf, p[i].off, p[i].len);
+        p[i].hit = await (p[i].block, p[i].buf, p[i].off, p[i].len);
     }
     else if (store_claimed (p[i].block))
-      p[i].hit = store_await (p[i].block, p[i].buf, p[i].off, p[i].len);
+      p[i].hit = await (p[i].block, p[i].buf, p[i].off, p[i].len);
   }
 }
 

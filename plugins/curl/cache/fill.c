@@ -83,7 +83,8 @@ take_run (uint64_t *first)
   while (fill.next < store.nblocks && store_has (fill.next))
     fill.next++;
   *first = fill.next;
-  while (n < RUN && fill.next < store.nblocks && !store_has (fill.next)) {
+  while (n < RUN && fill.next < store.nblocks && !store_has (fill.next) &&
+         store_may_write ()) {
     c = store_claim (fill.next);
     if (c == CLAIM_OTHERS) {
       if (n > 0)

@@ -325,9 +325,12 @@ store_put (uint64_t block, const char *data)
 
   if (!store_may_write () || block >= store.nblocks)
     return false;
-  store_tmp_name (tmp, sizeof tmp, block);
-  fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-               O_CLOEXEC, 0600);
+  /* A claimed block's file is there already (claim.c). */
+  if (!store_claimed_file (block, &fd, tmp, sizeof tmp)) {
+    store_tmp_name (tmp, sizeof tmp, block);
+    fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_EXCL |
+                 O_NOFOLLOW | O_CLOEXEC, 0600);
+  }
   if (fd == -1) {
     write_failed (errno);
     return false;
