@@ -16,11 +16,12 @@
 #      nothing and fetches it all.
 #  (c) A presigned URL whose signature changes between runs: the query
 #      keys that only sign (S3's X-Amz-*, Azure's se/sp/sv/sr/sig,
-#      Google's X-Goog-*) are not part of the key, so the second run of
-#      each pair fetches at most 1%, and each pair leaves one object
-#      directory.  A query key that names something (?version=2 after
-#      ?version=1) or another path to the same file (same size, same
-#      ETag) is another object: fetched whole, a directory of its own.
+#      Google's X-Goog-*) are not part of the key, so after a first run
+#      signed for S3, runs signed again (for S3, Azure, Google) fetch at
+#      most 1% each, and there is one object directory.  A query key
+#      that names something (?version=2 after ?version=1) or another
+#      path to the same file (same size, same ETag) is another object:
+#      fetched whole, a directory of its own.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -29,11 +30,11 @@ requires_plugin
 requires nbdcopy
 
 size=$((8 * 1024 * 1024 + 999))
-big=$((16 * 1024 * 1024))
-# /slow/ is limited per request: nbdcopy's reads of 1 MiB take 1/4 s
-# each, so three copies of 16 MiB last about a second and overlap.
+big=$((12 * 1024 * 1024))
+# /slow/ is limited per request: nbdcopy's reads of 1 MiB take 1/6 s
+# each, so three copies of 12 MiB last about a second and overlap.
 # /y/ serves a copy of the image with another mtime (another ETag).
-start_nginx_named o 'location /slow/ { alias DIR/www/; limit_rate 4m; }
+start_nginx_named o 'location /slow/ { alias DIR/www/; limit_rate 6m; }
   location /x/ { alias DIR/www/; }
   location /y/ { alias DIR/y/; }
   location /t/ { alias DIR/www/; }'
@@ -139,32 +140,30 @@ at_most b2 1
 run b3 "$base/y/disk.img" "cache-dir=$tmp/b"
 at_least b3 90
 
-# (c) Presigned URLs: pairs of queries that differ only in what signs
-# (S3's in another order, too).
+# (c) Presigned URLs: the first run signed for S3; then the same path
+# signed again for S3 (the keys in another order), and as Azure and
+# Google sign: all key the same (their queries have nothing but
+# signing keys), so each fetches at most 1% and there is one object.
 s3='X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-SignedHeaders=host'
 s3+='&X-Amz-Credential=AKIDEXAMPLE%2F20261205%2Fus-east-1%2Fs3%2Faws4_request'
 s3a='X-Amz-Date=20261205T100000Z&X-Amz-Expires=3600&X-Amz-Signature=0a1b2c'
 s3b='X-Amz-Date=20261205T110000Z&X-Amz-Expires=600&X-Amz-Signature=9f8e7d'
-az='sv=2022-11-02&sr=b&sp=r'
-aza='se=2026-12-05T10%3A00%3A00Z&sig=AbC%2Bd%3D'
-azb='se=2026-12-06T10%3A00%3A00Z&sig=ZyX%2Fw%3D'
+az='sv=2022-11-02&sr=b&sp=r&se=2026-12-06T10%3A00%3A00Z&sig=ZyX%2Fw%3D'
 gs='X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Expires=900'
-gsa='X-Goog-Date=20261205T100000Z&X-Goog-Signature=abcd'
-gsb='X-Goog-Date=20261205T120000Z&X-Goog-Signature=ef01'
+gs+='&X-Goog-Date=20261205T120000Z&X-Goog-Signature=ef01'
+run c_s3 "$base/x/disk.img?$s3&$s3a" "cache-dir=$tmp/c"
 cases=(
-  "s3    | $s3&$s3a  | $s3b&$s3"
-  "azure | $az&$aza  | $az&$azb"
-  "gcs   | $gs&$gsa  | $gs&$gsb"
+  "s3_again | $s3b&$s3"
+  "azure    | $az"
+  "gcs      | $gs"
 )
 for row in "${cases[@]}"; do
-  case_row "$row" name q1 q2
-  run "c_${name}_1" "$base/x/disk.img?$q1" "cache-dir=$tmp/c-$name"
-  run "c_${name}_2" "$base/x/disk.img?$q2" "cache-dir=$tmp/c-$name"
-  at_most "c_${name}_2" 1
-  objects "$tmp/c-$name"
-  [ "$objects" -eq 1 ] ||
-    problem "(c-$name) $objects object directories, not 1"
+  case_row "$row" name q
+  run "c_$name" "$base/x/disk.img?$q" "cache-dir=$tmp/c"
+  at_most "c_$name" 1
 done
+objects "$tmp/c"
+[ "$objects" -eq 1 ] || problem "(c) $objects object directories, not 1"
 run c_v1 "$base/x/disk.img?version=1" "cache-dir=$tmp/c-v"
 run c_v2 "$base/x/disk.img?version=2" "cache-dir=$tmp/c-v"
 at_least c_v2 90
