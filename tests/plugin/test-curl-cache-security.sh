@@ -39,6 +39,9 @@
 #                   a dangling symlink named key
 #        objlink    the object directory a symlink to a directory
 #                   outside
+#        keytmp     a hard link to a file outside, planted under the
+#                   name nbdkit writes the key under before renaming it
+#                   (key.HOST.PID.tmp: a slow probe gives the time)
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -47,7 +50,9 @@ requires_plugin
 requires nbdcopy
 
 size=$((12 * 1024 * 1024 + 777))
-serve_image "$size"
+# /k/ answers slowly (4 KiB at once, then 4 KiB a second): the probe
+# takes a second, time to plant a file where nbdkit will write the key.
+serve_image "$size" 'location /k/ { alias DIR/www/; limit_rate 4k; }'
 make_random_file "$tmp/www/other.img" "$size"
 other_url=http://127.0.0.1:$port/other.img
 
@@ -266,6 +271,39 @@ for row in "${cases[@]}"; do
   fi
   rm -f "$tmp/$name.out"
 done
+
+# keytmp: nbdkit writes the key under the name key.HOST.PID.tmp, then
+# renames it to key.  A hard link to a file outside planted under that
+# name (nbdkit's PID is known once it runs, its probe is slow here) must
+# not be truncated or written.  A first run finds the object directory.
+start_nbdkit keylearn -r "$PLUGIN" "http://127.0.0.1:$port/k/disk.img" \
+             "cache-dir=$tmp/dk"
+stop_nbdkit keylearn
+hk=$(cd "$tmp/dk" && ls)
+host=$(hostname | tr -c 'A-Za-z0-9-\n' _)
+rm -f "$tmp/dk/$hk"/*
+( exec "${NBDKIT[@]}" -f --exit-with-parent -U "$tmp/keytmp.sock" \
+       -P "$tmp/keytmp.pid" -r "$PLUGIN" "http://127.0.0.1:$port/k/disk.img" \
+       "cache-dir=$tmp/dk" ) 2>"$tmp/keytmp.err" &
+pid=$!
+_pids+=("$pid")
+ln "$tmp/outside/v3" "$tmp/dk/$hk/key.$host.$pid.tmp"
+early=no
+[ ! -e "$tmp/dk/$hk/key" ] || early=yes
+for ((n = 0; n < ready_tries; n++)); do
+  [ ! -s "$tmp/keytmp.pid" ] && _alive "$pid" || break
+  sleep 0.1
+done
+stop_pid "$pid"
+outside_list >"$tmp/outside.after"
+if [ "$early" = yes ]; then
+  case_done keytmp "not run: nbdkit wrote its key before the plant"
+elif ! cmp -s "$tmp/outside.before" "$tmp/outside.after"; then
+  got=$(head -c 60 "$tmp/outside/v3" | tr -c '[:print:]' .)
+  case_done keytmp "BAD: the file outside was truncated and written: $got"
+else
+  case_done keytmp "the outside file kept its bytes"
+fi
 
 cases_end
 check_problems
