@@ -280,7 +280,7 @@ start_nbdkit keylearn -r "$PLUGIN" "http://127.0.0.1:$port/k/disk.img" \
              "cache-dir=$tmp/dk"
 stop_nbdkit keylearn
 hk=$(cd "$tmp/dk" && ls)
-host=$(hostname | tr -c 'A-Za-z0-9-\n' _)
+host=$(uname -n | tr -c 'A-Za-z0-9-\n' _)
 rm -f "$tmp/dk/$hk"/*
 ( exec "${NBDKIT[@]}" -f --exit-with-parent -U "$tmp/keytmp.sock" \
        -P "$tmp/keytmp.pid" -r "$PLUGIN" "http://127.0.0.1:$port/k/disk.img" \

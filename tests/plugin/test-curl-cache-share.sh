@@ -100,6 +100,7 @@ objects ()
 }
 
 # (a) Three at once on an empty directory.
+mkdir -m 700 "$tmp/a"
 : >"$log"
 for i in 1 2 3; do
   start_nbdkit "a$i" -r "$PLUGIN" "$base/slow/big.img" "cache-dir=$tmp/a"
