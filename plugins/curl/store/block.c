@@ -262,7 +262,8 @@ store_get (uint64_t block, char *buf, uint32_t off, uint32_t len)
 bool
 store_may_write (void)
 {
-  return store_on () && !store.no_writes &&
+  return store_on () &&
+    !__atomic_load_n (&store.no_writes, __ATOMIC_RELAXED) &&
     clock_ns () >= __atomic_load_n (&store.full_until_ns, __ATOMIC_RELAXED)
     && !store_space_low ();
 }
@@ -272,13 +273,13 @@ static void
 write_failed (int err)
 {
   if (err == ENOSPC || err == EDQUOT) {
-    if (clock_ns () >= store.full_until_ns)
+    if (clock_ns () >= __atomic_load_n (&store.full_until_ns,
+                                        __ATOMIC_RELAXED))
       nbdkit_debug ("cache: the disk is full: no blocks written for 30 s");
     __atomic_store_n (&store.full_until_ns,
                       clock_ns () + INT64_C (30000000000), __ATOMIC_RELAXED);
   }
-  else if (!store.no_writes) {
-    store.no_writes = true;
+  else if (!__atomic_exchange_n (&store.no_writes, true, __ATOMIC_RELAXED)) {
     nbdkit_debug ("cache: writing a block failed (%s): none written from "
                   "now on", strerror (err));
   }
