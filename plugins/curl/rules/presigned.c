@@ -292,22 +292,34 @@ presigned_same_target (const char *a, const char *b)
   return same;
 }
 
-/* url as the cache keys it (cache/cache.c): up to its query as given,
- * then the parameters that may name its object (object_params), sorted,
- * so that a presigned URL signed again, or with its parameters in
- * another order, keys the same.  The fragment is never sent.  False if
- * it does not fit in size bytes.
+/* url as the cache keys it (cache/cache.c): up to its query as given
+ * but without user:password@, then the parameters that may name its
+ * object (object_params), sorted, so that a presigned URL signed again,
+ * or with its parameters in another order, keys the same.  Credentials
+ * name no object, and the key goes to disk.  The fragment is never sent.
+ * False if it does not fit in size bytes.
  */
 bool
 presigned_object_url (const char *url, char *out, size_t size)
 {
-  size_t n = strcspn (url, "?#"), count, i, len;
+  size_t n = strcspn (url, "?#"), count, i, len, auth;
+  const char *host = strstr (url, "://"), *at;
   struct param *v = NULL;
 
   if (n >= size || !object_params (url, &v, &count))
     return false;
   memcpy (out, url, n);
   len = n;
+  /* user:password@ ends at the last @ before the path. */
+  if (host != NULL && (size_t) (host - url) < n) {
+    host += 3;
+    auth = strcspn (host, "/?#");
+    at = memrchr (host, '@', auth);
+    if (at != NULL) {
+      memmove (out + (host - url), out + (at + 1 - url), n - (at + 1 - url));
+      len -= at + 1 - host;
+    }
+  }
   for (i = 0; i < count; i++) {
     if (len + 1 + v[i].len >= size) {
       free (v);
