@@ -117,7 +117,11 @@ make_key (char *buf, char *shown, size_t size, const char **why)
   }
   if (cfg.url_script != NULL && script_url (&given, &serial) == 0)
     u = given;
-  if (u == NULL || !presigned_object_url (u, url, sizeof url)) {
+  if (u == NULL) {
+    *why = "url-script gave no URL";
+    return false;
+  }
+  if (!presigned_object_url (u, url, sizeof url)) {
     *why = "the URL is too long to key";
     return false;
   }
