@@ -42,6 +42,9 @@
 #        keytmp     a hard link to a file outside, planted under the
 #                   name nbdkit writes the key under before renaming it
 #                   (key.HOST.PID.tmp: a slow probe gives the time)
+#  (d) Claims of another host's process that never ends them (it died):
+#      one read of three such blocks waits 5 s at most in all, not 5 s a
+#      block, and a later read of one of them does not wait again.
 #  (c) Secrets: a url= with user:password@, a token in its query and a
 #      presigned signature: none of them is written into the cache
 #      directory (the key file shows the query as a digest).
@@ -51,6 +54,7 @@ set -e
 source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_plugin
 requires nbdcopy
+requires_nbdsh
 
 size=$((12 * 1024 * 1024 + 777))
 # /k/ answers slowly (4 KiB at once, then 4 KiB a second): the probe
@@ -306,6 +310,30 @@ elif ! cmp -s "$tmp/outside.before" "$tmp/outside.after"; then
   case_done keytmp "BAD: the file outside was truncated and written: $got"
 else
   case_done keytmp "the outside file kept its bytes"
+fi
+
+# ----------------------------------------------------------------------
+# (d) Claims from a host whose process is gone.
+d=$tmp/d-remote
+cp -a "$tmp/pristine" "$d"
+for k in 2 3 4; do
+  rm "$d/$hash/$k.blk"
+  echo "otherhost 4242" >"$d/$hash/$k.claim"
+done
+start_nbdkit remote -r -v "$PLUGIN" "$url" "cache-dir=$d"
+t0=$EPOCHREALTIME
+nbdsh -u "$uri" -c 'h.pread (3 * 1048576, 2 * 1048576)' ||
+  fail "(d) the read failed"
+secs=$(seconds_since "$t0")
+t0=$EPOCHREALTIME
+nbdsh -u "$uri" -c 'h.pread (4096, 3 * 1048576 + 8192)' ||
+  fail "(d) the second read failed"
+again=$(seconds_since "$t0")
+stop_pid "$nbdkit_pid"
+if ! awk -v s="$secs" -v a="$again" 'BEGIN { exit !(s < 8 && a < 3) }'; then
+  case_done remote "BAD: the read of 3 claimed blocks took $secs s, a later one $again s"
+else
+  case_done remote "3 claimed blocks: $secs s, then $again s"
 fi
 
 # ----------------------------------------------------------------------

@@ -31,7 +31,10 @@
 #include "cache/cache.h"
 
 #define MAX_PIECES 40           /* blocks a read of 32 MiB touches, and more */
-#define WAIT_NS (INT64_C (5) * 1000000000)  /* for a block claimed elsewhere */
+/* A read waits for blocks that others claimed this long at most, all of
+ * them together.
+ */
+#define WAIT_NS (INT64_C (5) * 1000000000)
 
 struct piece {
   uint64_t block;
@@ -44,6 +47,11 @@ struct piece {
 
 static bool on;
 static uint64_t fetched;        /* bytes the links below returned */
+/* Blocks whose claim a read waited for in vain: not waited for again
+ * (a claim from a host whose process is gone looks alive for minutes).
+ */
+static pthread_mutex_t gave_up_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char *gave_up;
 
 bool
 cache_on (void)
@@ -149,6 +157,7 @@ cache_ready (void)
   }
   if (!store_open (key, shown, object.size, cfg.cache_size))
     return;
+  gave_up = calloc (store.nblocks / 8 + 1, 1);
   on = true;
   nbdkit_debug ("cache: %s/%s: keyed by %s", cfg.cache_dir, store.hash_hex,
                 cfg.checksum.algo != NULL ? "checksum= and the size"
@@ -166,18 +175,33 @@ cache_start (const struct read_link *below)
   fill_start (below);
 }
 
-/* Wait for a block another claimed, then read the piece from it: true
- * if it came.  False when the claim went without the block, or after
- * WAIT_NS: the caller fetches it.  The wait sleeps, from 1 ms doubling to
+static bool
+given_up (uint64_t block, bool set)
+{
+  bool was;
+
+  LOCK_FOR_SCOPE (&gave_up_lock);
+  if (gave_up == NULL)
+    return set;
+  was = gave_up[block / 8] & (1 << (block % 8));
+  if (set)
+    gave_up[block / 8] |= 1 << (block % 8);
+  return was;
+}
+
+/* Wait for a block another claimed, until end, then read the piece from
+ * it: true if it came.  False when the claim went without the block, or
+ * at end: the caller fetches it.  The wait sleeps, from 1 ms doubling to
  * 16 ms: a block of 1 MiB takes longer than that to come.
  */
 static bool
-await (struct piece *p)
+await (struct piece *p, int64_t end)
 {
-  int64_t end = clock_ns () + WAIT_NS;
   long sleep_ns = 1000000;
   struct timespec ts;
 
+  if (given_up (p->block, false))
+    return false;
   while (clock_ns () < end) {
     ts.tv_sec = 0;
     ts.tv_nsec = sleep_ns;
@@ -191,8 +215,9 @@ await (struct piece *p)
     if (!store_claimed (p->block))
       return store_get (p->block, p->buf, p->off, p->len, &p->bad) > 0;
   }
-  nbdkit_debug ("cache: block %" PRIu64 " was claimed but did not come in "
-                "%d s: fetched here", p->block, (int) (WAIT_NS / 1000000000));
+  if (!given_up (p->block, true))
+    nbdkit_debug ("cache: block %" PRIu64 " was claimed but did not come: "
+                  "fetched here, and not waited for again", p->block);
   p->bad = store_chunks (p->off, p->len);
   return false;
 }
@@ -206,6 +231,7 @@ from_disk (struct piece *p, unsigned n)
 {
   unsigned i;
   enum store_claim c;
+  int64_t end = clock_ns () + WAIT_NS;
 
   for (i = 0; i < n; i++)
     p[i].absent = store_get (p[i].block, p[i].buf, p[i].off, p[i].len,
@@ -220,10 +246,10 @@ from_disk (struct piece *p, unsigned n)
       if (c == CLAIM_MINE)
         store_get (p[i].block, p[i].buf, p[i].off, p[i].len, &p[i].bad);
       else if (c == CLAIM_OTHERS)
-        await (&p[i]);
+        await (&p[i], end);
     }
     else if (store_claimed (p[i].block))
-      await (&p[i]);
+      await (&p[i], end);
   }
 }
 
@@ -341,5 +367,7 @@ cache_unload (void)
                   store.counts.written, store.counts.refused,
                   store.counts.waited, store.counts.evicted);
   store_close ();
+  free (gave_up);
+  gave_up = NULL;
   on = false;
 }

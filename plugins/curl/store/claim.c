@@ -74,7 +74,9 @@ stale (const char *name)
   r = fstat (fd, &st) == 0 && S_ISREG (st.st_mode)
     ? read (fd, text, sizeof text - 1) : -1;
   close (fd);
-  if (r <= 0 || time (NULL) - st.st_mtime > STALE_SECS)
+  /* Too old, or from a clock far ahead (which would hold it forever). */
+  if (r <= 0 || time (NULL) - st.st_mtime > STALE_SECS ||
+      st.st_mtime - time (NULL) > STALE_SECS)
     return true;
   text[r] = '\0';
   if (r >= 8 && memcmp (text, "NBDCURLB", 8) == 0)
