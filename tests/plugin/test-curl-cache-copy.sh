@@ -15,6 +15,9 @@
 #      (no block of the old version) and fetched the whole image again.
 #      Then a block file of the old version put in place of the new
 #      one's (sound, but keyed to the other object) is fetched again.
+#  (b3) Replaced by other bytes of the same size and mtime (so the same
+#      nginx ETag): the first bytes differ from those kept, so nothing
+#      kept is served: byte-exact.
 #  (c) No strong validator (nginx `etag off`, or a weak W/ ETag): nothing
 #      is kept; each of two runs fetches the whole image, -v says
 #      "nothing is kept", the read chain has no `cache`, and no block
@@ -187,7 +190,16 @@ else
   at_most b2 "bytes sent with one block file the old object's" "$sent" \
           $((mib + allow))
 fi
-rm -rf "$tmp/old.img" "$tmp/new.img" "$tmp/cache-a"
+# (b3) Replaced again, by other bytes of the same size and the same mtime
+# (cp -p, rsync -t): nginx's ETag is the same.  The first bytes, which the
+# probe reads anyway, differ from those kept: what is kept is dropped.
+make_random_file "$tmp/third.img" "$size"
+cp "$tmp/third.img" "$image"
+touch -d @1600000000 "$image"
+cache_copy b3 "$tmp/third.img" "$url" "cache-dir=$dir"
+grep -q "first bytes differ from those kept" "$tmp/b3.err" ||
+  problem "(b3) -v does not say the first bytes differ"
+rm -rf "$tmp/old.img" "$tmp/new.img" "$tmp/third.img" "$tmp/cache-a"
 
 # (c) No strong validator: nothing kept.
 for kind in noetag weak; do

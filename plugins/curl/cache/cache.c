@@ -141,6 +141,56 @@ make_key (char *buf, char *shown, size_t size, const char **why)
   return true;
 }
 
+/* Whether etag is made of the file's size and mtime, as nginx's
+ * ("mtime-size", in hex) and Apache's ("size-mtime", or with the inode
+ * first) are: a file replaced by another of the same size and mtime (cp
+ * -p, rsync -t, a build with a fixed SOURCE_DATE_EPOCH) keeps it.
+ */
+static bool
+etag_of_metadata (const char *etag, int64_t size)
+{
+  char hex[32];
+  const char *p = etag;
+  size_t n;
+
+  snprintf (hex, sizeof hex, "%" PRIx64, (uint64_t) size);
+  n = strlen (hex);
+  if (*p == '"')
+    p++;
+  for (;;) {
+    if (strncmp (p, hex, n) == 0 && (p[n] == '-' || p[n] == '"'))
+      return true;
+    p = strchr (p, '-');
+    if (p == NULL)
+      return false;
+    p++;
+  }
+}
+
+/* The probe's first bytes against those kept for block 0: an ETag made
+ * of mtime and size stays the same for another file of that size and
+ * mtime, but its first bytes seldom do.  If they differ, what is kept is
+ * another object's, and goes.  It costs no request: the probe asked for
+ * them anyway.
+ */
+static void
+check_first_bytes (void)
+{
+  char seen[FIRST_BYTES], kept[FIRST_BYTES];
+  uint32_t n = min64 (FIRST_BYTES, object.size), bad;
+
+  if (!object_read_first (seen, n, 0) || store_get (0, kept, 0, n, &bad) <= 0)
+    return;
+  /* Not a read of the client's: not counted as one. */
+  __atomic_sub_fetch (&store.counts.hit_bytes, n, __ATOMIC_RELAXED);
+  if (memcmp (seen, kept, n) == 0)
+    return;
+  nbdkit_debug ("cache: the object's first bytes differ from those kept "
+                "under its ETag %s: another object of the same size and "
+                "ETag was kept, and is dropped", object.etag);
+  store_drop_all ();
+}
+
 /* Once the probe knows the object: its folder, or the cache off. */
 void
 cache_ready (void)
@@ -162,6 +212,13 @@ cache_ready (void)
   nbdkit_debug ("cache: %s/%s: keyed by %s", cfg.cache_dir, store.hash_hex,
                 cfg.checksum.algo != NULL ? "checksum= and the size"
                 : "url=, the size and the ETag");
+  if (cfg.checksum.algo == NULL && etag_of_metadata (object.etag,
+                                                     object.size))
+    nbdkit_debug ("cache: the ETag %s is the file's size and mtime: another "
+                  "file of the same size and mtime would look the same "
+                  "object (only its first bytes are compared); "
+                  "checksum= keys by content", object.etag);
+  check_first_bytes ();
 }
 
 /* Once nbdkit runs: eviction, and the fill through the links below. */
