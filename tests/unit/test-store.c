@@ -315,6 +315,16 @@ directories (void)
          "refused: %s", stub_last_error ());
   path (p, sizeof p, "loose/in");
   check (access (p, F_OK) == -1, "and is not made there");
+  /* A symlink in such a folder to a safe one: realpath would see only
+   * the safe one.
+   */
+  path (p, sizeof p, "loose/to-real");
+  path (q, sizeof q, "real");
+  check (symlink (q, p) == 0, "symlink");
+  check (refused ("loose/to-real/planted"), "through a symlink in a folder "
+         "others can write into is refused: %s", stub_last_error ());
+  path (p, sizeof p, "real/planted");
+  check (access (p, F_OK) == -1, "and nothing is made where it points");
   path (p, sizeof p, "made");
   check (!refused ("made"), "a missing directory is made");
   check (access (p, F_OK) == 0, "and is there");

@@ -77,6 +77,38 @@ check_ancestors (const char *path, bool self)
   return 0;
 }
 
+/* Every folder that path names on its way, as written (made absolute),
+ * as owned_safely says: one that others can write into could hold a
+ * symlink to anywhere, which realpath would already have followed.
+ */
+static int
+check_written (const char *path)
+{
+  char abs[2 * PATH_MAX + 2], *slash;
+  struct stat st;
+
+  if (path[0] == '/')
+    snprintf (abs, sizeof abs, "%s", path);
+  else if (getcwd (abs, PATH_MAX) != NULL)
+    snprintf (abs + strlen (abs), sizeof abs - strlen (abs), "/%s", path);
+  else {
+    nbdkit_error ("cache-dir: getcwd: %m");
+    return -1;
+  }
+  for (slash = strchr (abs + 1, '/'); slash != NULL;
+       slash = strchr (slash + 1, '/')) {
+    *slash = '\0';
+    if (stat (abs, &st) == 0 && !owned_safely (&st, true)) {
+      nbdkit_error ("cache-dir: %s is on the way to the cache directory "
+                    "and another user can write into it (or owns it): a "
+                    "planted symlink could send the cache elsewhere", abs);
+      return -1;
+    }
+    *slash = '/';
+  }
+  return 0;
+}
+
 /* The folder that path is in (".", for a name alone), into buf. */
 static void
 parent_of (const char *path, char *buf, size_t size)
@@ -104,6 +136,8 @@ store_check_dir (const char *path)
     nbdkit_error ("cache-dir: the path is too long");
     return -1;
   }
+  if (check_written (path) == -1)
+    return -1;
   if (lstat (path, &st) == -1 && errno == ENOENT) {
     parent_of (path, parent, sizeof parent);
     if (check_ancestors (parent, true) == -1)
