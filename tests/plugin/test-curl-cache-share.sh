@@ -13,7 +13,12 @@
 #      second copy of the file with another mtime), both with the same
 #      checksum=: the second fetches at most 1% and is exact.  The same
 #      URL without checksum= (another key: its path and ETag) shares
-#      nothing and fetches it all.
+#      nothing and fetches it all.  (b4) A URL that serves other bytes
+#      under the same checksum=, read in part (no verdict): a later read
+#      through the right URL gets the right bytes, not those (blocks are
+#      shared only once the digest proved them).  (b5) checksum=md5:
+#      not shared (md5 collisions can be made): the second URL fetches
+#      it all.
 #  (c) A presigned URL whose signature changes between runs: the query
 #      keys that only sign (S3's X-Amz-*, Azure's se/sp/sv/sr/sig,
 #      Google's X-Goog-*) are not part of the key, so after a first run
@@ -28,6 +33,7 @@ set -e
 source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_plugin
 requires nbdcopy
+requires_nbdsh
 
 size=$((8 * 1024 * 1024 + 999))
 big=$((12 * 1024 * 1024))
@@ -140,6 +146,22 @@ run b2 "$base/y/disk.img" "cache-dir=$tmp/b" "checksum=sha256:$sha"
 at_most b2 1
 run b3 "$base/y/disk.img" "cache-dir=$tmp/b"
 at_least b3 90
+# (b4) Other bytes under the same checksum, read in part, then the right
+# URL in part: its own bytes.
+make_random_file "$www/wrong.img" "$size"
+for u in wrong disk; do
+  start_nbdkit "b4$u" -r "$PLUGIN" "$base/x/$u.img" "cache-dir=$tmp/b4" \
+    "checksum=sha256:$sha"
+  nbdsh -u "$uri" -c "open ('$tmp/b4$u.out', 'wb').write (h.pread (2097152, 0))" ||
+    problem "(b4) the read through $u.img failed"
+  stop_nbdkit "b4$u"
+done
+head -c 2097152 "$image" | cmp -s - "$tmp/b4disk.out" ||
+  problem "(b4) the right URL got other bytes: another URL's, kept"
+md5=$(md5sum <"$image" | cut -d' ' -f1)
+run b5x "$base/x/disk.img" "cache-dir=$tmp/b5" "checksum=md5:$md5"
+run b5y "$base/y/disk.img" "cache-dir=$tmp/b5" "checksum=md5:$md5"
+at_least b5y 90
 
 # (c) Presigned URLs: the first run signed for S3; then the same path
 # signed again for S3 (the keys in another order), and as Azure and

@@ -63,6 +63,11 @@ store_drop_all (void)
   drops++;
 }
 
+void
+store_promote (void)
+{
+}
+
 static void
 check (bool ok, const char *fmt, ...)
 {

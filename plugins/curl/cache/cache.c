@@ -97,10 +97,15 @@ query_digest (char *url, size_t size)
 
 /* The object's key into buf, and into shown the same with the URL's
  * query (which may hold a token) as a digest: false (and why) if it has
- * none.
+ * none.  With checksum=, the key is the digest, the size and the URL:
+ * blocks are this URL's until the digest proves them, and then shared,
+ * under the key in shared, by every URL of that digest (store_promote).
+ * Not for md5, whose collisions can be made: another URL's bytes of the
+ * same md5 would be served.
  */
 static bool
-make_key (char *buf, char *shown, size_t size, const char **why)
+make_key (char *buf, char *shown, char *shared, size_t size,
+          const char **why)
 {
   char hex[2 * sizeof cfg.checksum.digest + 1];
   CLEANUP_FREE char *given = NULL;
@@ -108,18 +113,18 @@ make_key (char *buf, char *shown, size_t size, const char **why)
   const char *u = cfg.url;
   unsigned serial = 0;
 
+  shared[0] = '\0';
   if (cfg.checksum.algo != NULL) {
     digests_hex (cfg.checksum.digest, cfg.checksum.len, hex);
-    snprintf (buf, size, "checksum %s:%s\nsize %" PRIi64 "\n",
-              cfg.checksum.algo, hex, object.size);
-    snprintf (shown, size, "%s", buf);
-    return true;
+    if (strcmp (cfg.checksum.algo, "md5") != 0)
+      snprintf (shared, size, "checksum %s:%s\nsize %" PRIi64 "\n",
+                cfg.checksum.algo, hex, object.size);
   }
-  if (object.etag[0] == '\0' || strncmp (object.etag, "W/", 2) == 0) {
+  else if (object.etag[0] == '\0' || strncmp (object.etag, "W/", 2) == 0) {
     *why = "the object has neither a strong ETag nor checksum=";
     return false;
   }
-  if (!cfg.pin_object) {
+  if (!cfg.pin_object && cfg.checksum.algo == NULL) {
     *why = "pin-object=false, so reads are not held to the ETag";
     return false;
   }
@@ -132,6 +137,14 @@ make_key (char *buf, char *shown, size_t size, const char **why)
   if (!presigned_object_url (u, url, sizeof url)) {
     *why = "the URL is too long to key";
     return false;
+  }
+  if (cfg.checksum.algo != NULL) {
+    snprintf (buf, size, "checksum %s:%s\nsize %" PRIi64 "\nurl %s\n",
+              cfg.checksum.algo, hex, object.size, url);
+    query_digest (url, sizeof url);
+    snprintf (shown, size, "checksum %s:%s\nsize %" PRIi64 "\nurl %s\n",
+              cfg.checksum.algo, hex, object.size, url);
+    return true;
   }
   snprintf (buf, size, "url %s\nsize %" PRIi64 "\netag %s\n", url,
             object.size, object.etag);
@@ -195,25 +208,30 @@ check_first_bytes (void)
 void
 cache_ready (void)
 {
-  char key[8192], shown[8192];
+  char key[8192], shown[8192], shared[8192];
   const char *why = NULL;
 
   if (cfg.cache_dir == NULL || object.size <= 0)
     return;
-  if (!make_key (key, shown, sizeof key, &why)) {
+  if (!make_key (key, shown, shared, sizeof key, &why)) {
     nbdkit_debug ("cache: %s: nothing is kept across runs", why);
     store_close ();
     return;
   }
-  if (!store_open (key, shown, object.size, cfg.cache_size))
+  if (!store_open (key, shown, shared[0] ? shared : NULL, object.size,
+                   cfg.cache_size))
     return;
   gave_up = calloc (store.nblocks / 8 + 1, 1);
   on = true;
-  nbdkit_debug ("cache: %s/%s: keyed by %s", cfg.cache_dir, store.hash_hex,
-                cfg.checksum.algo != NULL ? "checksum= and the size"
-                : "url=, the size and the ETag");
-  if (cfg.checksum.algo == NULL && etag_of_metadata (object.etag,
-                                                     object.size))
+  nbdkit_debug ("cache: %s/%s: keyed by %s%s%s", cfg.cache_dir,
+                store.hash_hex, cfg.checksum.algo != NULL
+                ? "checksum=, the size and url="
+                : "url=, the size and the ETag",
+                shared[0] ? "; once proven, shared in " : "",
+                shared[0] ? store.shared_hex : "");
+  if (cfg.checksum.algo != NULL)
+    return;
+  if (etag_of_metadata (object.etag, object.size))
     nbdkit_debug ("cache: the ETag %s is the file's size and mtime: another "
                   "file of the same size and mtime would look the same "
                   "object (only its first bytes are compared); "

@@ -245,9 +245,14 @@ store_get (uint64_t block, char *buf, uint32_t off, uint32_t len,
   if (!store_on () || block >= store.nblocks)
     return 0;
   snprintf (name, sizeof name, "%" PRIu64 ".blk", block);
-  /* O_NONBLOCK: a FIFO planted here must not hang the read. */
+  /* O_NONBLOCK: a FIFO planted here must not hang the read.  This URL's
+   * folder first, then checksum='s shared one.
+   */
   fd = openat (store.objfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
                O_CLOEXEC);
+  if (fd == -1 && errno == ENOENT && store.sharedfd >= 0)
+    fd = openat (store.sharedfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+                 O_CLOEXEC);
   if (fd == -1)
     return 0;
   if (fstat (fd, &st) == 0 && S_ISREG (st.st_mode) &&

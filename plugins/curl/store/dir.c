@@ -29,7 +29,8 @@
 #include "store/store.h"
 
 struct store store = {
-  .dirfd = -1, .objfd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+  .dirfd = -1, .objfd = -1, .sharedfd = -1,
+  .lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 /* Whether a directory's owner and mode keep other users out. */
@@ -178,16 +179,18 @@ store_check_dir (const char *path)
   return 0;
 }
 
-/* The object's key file: written once, else the same text. */
+/* The key file in the object folder fd: written once, else the same
+ * text.
+ */
 static bool
-key_file (const char *key)
+key_file (int objfd, const char *key)
 {
   char have[4096], tmp[128];
   size_t len = strlen (key);
   ssize_t r;
   int fd;
 
-  fd = openat (store.objfd, "key", O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+  fd = openat (objfd, "key", O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
                O_CLOEXEC);
   if (fd >= 0) {
     r = read (fd, have, sizeof have);
@@ -201,16 +204,16 @@ key_file (const char *key)
    * it (a hard link to a file elsewhere) is written through.
    */
   snprintf (tmp, sizeof tmp, "key.%s.%d.tmp", store.host, (int) getpid ());
-  unlinkat (store.objfd, tmp, 0);
-  fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+  unlinkat (objfd, tmp, 0);
+  fd = openat (objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
                O_CLOEXEC, 0600);
   if (fd == -1)
     return false;
   r = write (fd, key, len);
   close (fd);
-  if (r != (ssize_t) len || renameat (store.objfd, tmp, store.objfd,
+  if (r != (ssize_t) len || renameat (objfd, tmp, objfd,
                                       "key") == -1) {
-    unlinkat (store.objfd, tmp, 0);
+    unlinkat (objfd, tmp, 0);
     return false;
   }
   return true;
@@ -246,14 +249,38 @@ scan_present (void)
                 found, store.nblocks);
 }
 
+/* text's SHA-256 into hash, and in hex into hex. */
 static void
-hash_key (const char *key)
+hash_text (const char *text, unsigned char *hash, char *hex)
 {
   unsigned len = 0, i;
 
-  EVP_Digest (key, strlen (key), store.key_hash, &len, EVP_sha256 (), NULL);
+  EVP_Digest (text, strlen (text), hash, &len, EVP_sha256 (), NULL);
   for (i = 0; i < STORE_KEY_HASH; i++)
-    snprintf (store.hash_hex + 2 * i, 3, "%02x", store.key_hash[i]);
+    snprintf (hex + 2 * i, 3, "%02x", hash[i]);
+}
+
+/* The object folder named hex, made if missing and opened: its
+ * descriptor, or -1 if it cannot be, or another user could write it.
+ */
+static int
+object_folder (const char *hex)
+{
+  struct stat st;
+  int fd;
+
+  if (mkdirat (store.dirfd, hex, 0700) == -1 && errno != EEXIST)
+    return -1;
+  fd = openat (store.dirfd, hex, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+               O_CLOEXEC);
+  if (fd == -1 || fstat (fd, &st) == -1)
+    return -1;
+  if (st.st_uid != geteuid () || (st.st_mode & 022) != 0) {
+    close (fd);
+    errno = EPERM;
+    return -1;
+  }
+  return fd;
 }
 
 static void
@@ -272,32 +299,37 @@ host_name (void)
 
 /* The object's folder for key: false (the cache off, -v says why) when
  * it cannot be used.  The key file holds shown, the key as people may
- * read it on disk.
+ * read it on disk.  With shared (not NULL), blocks are also read from
+ * the folder of that key, where store_promote moves them once they are
+ * proven; both folders' blocks carry shared's hash.
  */
 bool
-store_open (const char *key, const char *shown, uint64_t size,
-            uint64_t limit)
+store_open (const char *key, const char *shown, const char *shared,
+            uint64_t size, uint64_t limit)
 {
-  struct stat st;
+  unsigned char own[STORE_KEY_HASH];
 
   host_name ();
-  hash_key (key);
+  hash_text (key, own, store.hash_hex);
+  if (shared != NULL)
+    hash_text (shared, store.key_hash, store.shared_hex);
+  else
+    memcpy (store.key_hash, own, sizeof own);
   store.size = size;
   store.nblocks = (size + STORE_BLOCK - 1) / STORE_BLOCK;
   store.limit = limit;
-  if (mkdirat (store.dirfd, store.hash_hex, 0700) == -1 && errno != EEXIST)
+  store.objfd = object_folder (store.hash_hex);
+  if (store.objfd == -1)
     goto fail;
-  store.objfd = openat (store.dirfd, store.hash_hex, O_RDONLY | O_DIRECTORY |
-                        O_NOFOLLOW | O_CLOEXEC);
-  if (store.objfd == -1 || fstat (store.objfd, &st) == -1)
-    goto fail;
-  if (st.st_uid != geteuid () || (st.st_mode & 022) != 0) {
-    errno = EPERM;
-    goto fail;
+  if (shared != NULL) {
+    store.sharedfd = object_folder (store.shared_hex);
+    if (store.sharedfd == -1 || !key_file (store.sharedfd, shared))
+      goto fail;
   }
   store.present = calloc (store.nblocks / 8 + 1, 1);
   store.touched = calloc (store.nblocks + 1, sizeof *store.touched);
-  if (store.present == NULL || store.touched == NULL || !key_file (shown))
+  if (store.present == NULL || store.touched == NULL ||
+      !key_file (store.objfd, shown))
     goto fail;
   scan_present ();
   return true;
@@ -380,14 +412,35 @@ store_drop_all (void)
   nbdkit_debug ("cache: %s: the object's blocks deleted", store.hash_hex);
 }
 
+/* checksum= proved this URL's blocks: into the folder every URL of
+ * that checksum reads.
+ */
+void
+store_promote (void)
+{
+  char name[32];
+  uint64_t b, moved = 0;
+
+  if (!store_on () || store.sharedfd < 0)
+    return;
+  for (b = 0; b < store.nblocks; b++) {
+    snprintf (name, sizeof name, "%" PRIu64 ".blk", b);
+    moved += renameat (store.objfd, name, store.sharedfd, name) == 0;
+  }
+  nbdkit_debug ("cache: %" PRIu64 " blocks proven by checksum= are now "
+                "shared with its other URLs (%s)", moved, store.shared_hex);
+}
+
 void
 store_close (void)
 {
   if (store.objfd >= 0)
     close (store.objfd);
+  if (store.sharedfd >= 0)
+    close (store.sharedfd);
   if (store.dirfd >= 0)
     close (store.dirfd);
-  store.objfd = store.dirfd = -1;
+  store.objfd = store.sharedfd = store.dirfd = -1;
   free (store.present);
   free (store.touched);
   store.present = NULL;

@@ -44,8 +44,10 @@ struct store_counts {
 struct store {
   int dirfd;                    /* DIR */
   int objfd;                    /* DIR/HASH, -1 when off */
-  unsigned char key_hash[STORE_KEY_HASH];
-  char hash_hex[2 * STORE_KEY_HASH + 1];
+  int sharedfd;                 /* checksum='s folder for all URLs, or -1 */
+  unsigned char key_hash[STORE_KEY_HASH];  /* in every block's header */
+  char hash_hex[2 * STORE_KEY_HASH + 1];   /* objfd's name */
+  char shared_hex[2 * STORE_KEY_HASH + 1]; /* sharedfd's */
   uint64_t size;                /* the object's */
   uint64_t nblocks;
   uint64_t limit;               /* cache-size=, 0 for none */
@@ -62,8 +64,9 @@ extern struct store store;
 
 /* dir.c */
 extern int store_check_dir (const char *path);
-extern bool store_open (const char *key, const char *shown, uint64_t size,
-                        uint64_t limit);
+extern bool store_open (const char *key, const char *shown,
+                        const char *shared, uint64_t size, uint64_t limit);
+extern void store_promote (void);
 extern bool store_on (void);
 extern bool store_has (uint64_t block);
 extern uint64_t store_cached_from (uint64_t offset, uint64_t end);
