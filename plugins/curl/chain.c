@@ -6,6 +6,7 @@
  * goes down it, and each link calls only the one below:
  *
  *     checksum      when checksum= is given     read/checksum.c
+ *     cache         when cache-dir= keeps it    cache/cache.c
  *     read-ahead    when on, for an object      read/readahead.c
  *     split         when there are mirrors      read/split.c
  *     first bytes   always                      here
@@ -28,6 +29,7 @@
 
 static struct read_link links[MAX_LINKS];
 static const struct read_link *top;
+static const struct read_link *below_cache;
 
 /* The object's first bytes, which the probe kept: no round trip. */
 static int
@@ -44,6 +46,7 @@ chain_build (void)
 {
   const struct read_link all[] = {
     { .name = "checksum", .pread = checksum_on () ? checksum_link : NULL },
+    { .name = "cache", .pread = cache_on () ? cache_link : NULL },
     { .name = "read-ahead", .pread = readahead_on () ? readahead_link : NULL },
     { .name = "split", .pread = sources_many () ? split_link : NULL },
     { .name = "first bytes", .pread = first_bytes_link },
@@ -60,6 +63,8 @@ chain_build (void)
       continue;
     links[n] = all[i];
     links[n].next = below;
+    if (all[i].pread == cache_link)
+      below_cache = below;
     below = &links[n++];
   }
   top = below;
@@ -67,6 +72,13 @@ chain_build (void)
     len += snprintf (names + len, sizeof names - len, "%s%s",
                      l == top ? "" : ", ", l->name);
   nbdkit_debug ("read chain: %s", names);
+}
+
+/* Once nbdkit runs: the cache's fill reads through the links below it. */
+void
+chain_start (void)
+{
+  cache_start (below_cache);
 }
 
 int

@@ -9,8 +9,10 @@
 #define CHAIN_H
 
 #include "ops/ops.h"
+#include "cache/cache.h"
 
 extern void chain_build (void);
+extern void chain_start (void);
 extern int chain_pread (struct ra_client *cl, void *buf, uint32_t count,
                         uint64_t offset);
 

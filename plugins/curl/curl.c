@@ -78,8 +78,10 @@ static void
 curl_unload (void)
 {
   mirrors_unload ();
+  fill_stop ();
   readahead_unload ();
   checksum_unload ();
+  cache_unload ();
   pool_unload ();
   mirrors_free ();
   request_unload ();
@@ -93,7 +95,7 @@ curl_unload (void)
 static int
 curl_config_complete (void)
 {
-  if (config_complete () == -1)
+  if (config_complete () == -1 || cache_config () == -1)
     return -1;
   return mirrors_config ();
 }
@@ -107,6 +109,7 @@ curl_get_ready (void)
   readahead_init ();
   if (probe_object () == -1)
     return -1;
+  cache_ready ();
   chain_build ();
   return checksum_ready ();
 }
@@ -119,6 +122,7 @@ curl_after_fork (void)
     return -1;
   pool_start ();
   readahead_after_fork ();
+  chain_start ();
   return mirrors_start ();
 }
 
@@ -137,6 +141,13 @@ curl_open (int readonly)
   if (!readonly && !cfg.is_file && !cfg.aws_sigv4 && checksum_on ()) {
     nbdkit_error ("checksum= needs a read-only export (nbdkit -r): "
                   "writes would change the object it checks");
+    free (h);
+    return NULL;
+  }
+  /* Nor would the blocks kept on disk be the object any more. */
+  if (!readonly && !cfg.is_file && !cfg.aws_sigv4 && cfg.cache_dir) {
+    nbdkit_error ("cache-dir= needs a read-only export (nbdkit -r): "
+                  "writes would change the object whose blocks it keeps");
     free (h);
     return NULL;
   }

@@ -8,11 +8,11 @@
 #
 # The plugin (plugins/curl) is checked by folder.  From the top down:
 #
-#     top (curl.c, chain.c) > ops > read > request > scripts | transport
-#     > object > settings > rules > base
+#     top (curl.c, chain.c) > ops | cache > read > request
+#     > scripts | transport | store > object > settings > rules > base
 #
-# A folder calls only folders below it.  scripts/ and transport/ are side
-# by side and never call each other.  Everyone may call common/ (shared
+# A folder calls only folders below it.  Folders side by side (ops/ and
+# cache/; scripts/, transport/ and store/) never call each other.  Everyone may call common/ (shared
 # with curlpipe), which calls nothing of the plugin's.  Besides:
 #  - no two files call each other, directly or through others;
 #  - only transport/ calls mux_*, only read/ calls segment_* and stream_*;
@@ -58,7 +58,8 @@ what, path, top = sys.argv[1], sys.argv[2], sys.argv[3]
 problems = []
 
 # The plugin's layers, top down; folders in one layer are side by side.
-LAYERS = [["top"], ["ops"], ["read"], ["request"], ["scripts", "transport"],
+LAYERS = [["top"], ["ops", "cache"], ["read"], ["request"],
+          ["scripts", "transport", "store"],
           ["object"], ["settings"], ["rules"], ["base"], ["common"]]
 level = {f: i for i, layer in enumerate(LAYERS) for f in layer}
 FOLDERS = [f for layer in LAYERS for f in layer if f not in ("top", "common")]

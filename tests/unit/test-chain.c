@@ -52,6 +52,17 @@ static struct {
 
 static int failures;
 
+/* The cache's entries dropped (store/dir.c): checksum's link does so
+ * when the bytes are not the object's, so that none is served again.
+ */
+static unsigned drops;
+
+void
+store_drop_all (void)
+{
+  drops++;
+}
+
 static void
 check (bool ok, const char *fmt, ...)
 {
@@ -180,6 +191,7 @@ in_order (void)
          stub_last_error ());
   check (stub_errors () == 0, "no error (%s)", stub_last_error ());
   check (fake.own_reads == 0, "nothing read again (%u)", fake.own_reads);
+  check (drops == 0, "the cache's entries kept (%u drops)", drops);
 }
 
 static void
@@ -197,6 +209,7 @@ one_wrong_byte (void)
   check (strstr (stub_last_error (), "not the object expected") != NULL,
          "the error says so: %s", stub_last_error ());
   check (read_at (0, 512) == -1, "every read after it fails");
+  check (drops > 0, "the cache's entries dropped");
 }
 
 static void
@@ -252,6 +265,7 @@ changed_on_reread (void)
          "fails (%d, errno %d)", r, errno);
   check (strstr (stub_last_error (), "changed") != NULL,
          "the error says the object changed: %s", stub_last_error ());
+  check (drops > 0, "the cache's entries dropped");
 }
 
 static const struct {

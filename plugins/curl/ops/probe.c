@@ -57,6 +57,8 @@ head_start (void)
     none = "a near server";
   else if (!cfg.pin_object)
     none = "pin-object=false (its answers could not be checked)";
+  else if (cfg.cache_dir != NULL)
+    none = "cache-dir= (the first bytes may be on disk)";
   else {
     asked = readahead_head_start ();
     if (asked == 0)

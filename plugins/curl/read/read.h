@@ -21,6 +21,7 @@
 #define READ_H
 
 #include "request/request.h"
+#include "store/store.h"
 
 /* One NBD connection's reads, as read-ahead sees them: whether its
  * client waits for its answers is decided for each connection.

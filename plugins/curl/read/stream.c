@@ -165,6 +165,8 @@ feed_locked (struct stream *st, uint64_t need)
   room = held < cfg.readahead_size ? cfg.readahead_size - held : 0;
   target = min64 (target, st->next + room);
   target = min64 (max64 (target, need), (uint64_t) object.size);
+  /* Nor past the first block the cache holds (cache-dir=). */
+  target = max64 (need, store_cached_from (st->next, target));
   /* Segments of at least a quarter of the window, asked for when less
    * than three quarters of it is left, unless a read waits.
    */

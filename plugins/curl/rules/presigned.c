@@ -291,3 +291,33 @@ presigned_same_target (const char *a, const char *b)
   free (pb);
   return same;
 }
+
+/* url as the cache keys it (cache/cache.c): up to its query as given,
+ * then the parameters that may name its object (object_params), sorted,
+ * so that a presigned URL signed again, or with its parameters in
+ * another order, keys the same.  The fragment is never sent.  False if
+ * it does not fit in size bytes.
+ */
+bool
+presigned_object_url (const char *url, char *out, size_t size)
+{
+  size_t n = strcspn (url, "?#"), count, i, len;
+  struct param *v = NULL;
+
+  if (n >= size || !object_params (url, &v, &count))
+    return false;
+  memcpy (out, url, n);
+  len = n;
+  for (i = 0; i < count; i++) {
+    if (len + 1 + v[i].len >= size) {
+      free (v);
+      return false;
+    }
+    out[len++] = i == 0 ? '?' : '&';
+    memcpy (out + len, v[i].p, v[i].len);
+    len += v[i].len;
+  }
+  out[len] = '\0';
+  free (v);
+  return true;
+}

@@ -45,6 +45,7 @@ extern int64_t presigned_expiry (const char *url);
 extern int64_t presigned_renew_margin (int64_t life, unsigned slowest);
 extern bool presigned_param_only_signs (const char *name, size_t len);
 extern bool presigned_same_target (const char *a, const char *b);
+extern bool presigned_object_url (const char *url, char *out, size_t size);
 
 extern unsigned redirect_backoff_next (unsigned last);
 

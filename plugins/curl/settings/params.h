@@ -170,7 +170,15 @@
   P ("readahead-size", bytes, uint64_t, readahead_size,                  \
      DEFAULT_READAHEAD_SIZE, 0, 1024, false,                            \
      "readahead-size=<SIZE>     Bytes read ahead at most (default 32M;\n" \
-     "                          0: none, and no NBD_CMD_CACHE).\n")
+     "                          0: none, and no NBD_CMD_CACHE).\n")   \
+  P ("cache-dir", string, const char *, cache_dir, NULL, 0, 0, false,   \
+     "cache-dir=<DIR>           Keep fetched blocks in DIR across runs.\n") \
+  P ("cache-size", bytes, uint64_t, cache_size, 0, 0, 1u << 30, false, \
+     "cache-size=<SIZE>         Keep DIR under SIZE (least recently\n" \
+     "                          used out first).\n")                   \
+  P ("cache-fill", flag, bool, cache_fill, false, 0, 0, false,          \
+     "cache-fill=true           Fetch the rest of the object into the\n" \
+     "                          cache while clients are idle.\n")
 
 /* values.c: each kind's parser, the value into *field (of the row's
  * TYPE), or an error that names the parameter and what was expected.

@@ -1,0 +1,341 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * One block file: a header, then the block's bytes.  The header names
+ * the object (its key's hash) and the block, and holds a digest of each
+ * chunk of STORE_CHUNK bytes.  A read checks only the chunks it covers,
+ * so a small read costs a small check.  Each digest is seeded with the
+ * key, the block and the chunk, so a chunk moved from elsewhere fails.
+ *
+ * The digest finds damage: a file torn by a crash, rotted, edited, or cut
+ * short.  It is no defence against someone who can write the directory;
+ * dir.c keeps everyone else out of it.  It is 64 bits wide and runs at
+ * memory speed, so that a hit costs little more than the copy.
+ */
+
+#include <config.h>
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <nbdkit-plugin.h>
+
+#include "store/store.h"
+
+#define MAGIC "NBDCURLB"
+#define FORMAT 1
+#define HEADER_USED 200                 /* the rest of the header is 0 */
+#define TOUCH_SECS 60                   /* mtime refreshed at most this often */
+
+struct header {
+  char magic[8];
+  uint32_t version, header_size;
+  uint64_t block;
+  uint32_t len, chunk;
+  unsigned char key_hash[STORE_KEY_HASH];
+  uint64_t digest[STORE_CHUNKS];
+  uint64_t self;                        /* of the bytes before it */
+} __attribute__ ((packed));
+
+_Static_assert (sizeof (struct header) == HEADER_USED, "header layout");
+
+static const uint64_t M[] = {
+  UINT64_C (0xa2c7f61260597901), UINT64_C (0xc735e33cc939d433),
+  UINT64_C (0x217c0d61e9b3055f), UINT64_C (0xe27eedc7703f6ae3),
+  UINT64_C (0xb134e1fed3127779), UINT64_C (0x74e9b0101566f4a9),
+};
+
+static inline uint64_t
+rotl (uint64_t x, int r)
+{
+  return (x << r) | (x >> (64 - r));
+}
+
+static inline uint64_t
+word (const unsigned char *p)
+{
+  uint64_t v;
+
+  memcpy (&v, p, 8);
+  return le64toh (v);
+}
+
+static inline uint64_t
+lane (uint64_t h, uint64_t v)
+{
+  return rotl (h ^ (v * M[4]), 29) * M[0];
+}
+
+/* Four lanes of multiply and rotate, folded and mixed at the end. */
+static uint64_t
+digest (uint64_t seed, const unsigned char *p, size_t n)
+{
+  uint64_t a = seed ^ M[0], b = seed ^ M[1], c = seed ^ M[2], d = seed ^ M[3];
+  unsigned char tail[8];
+  size_t i;
+
+  for (i = 0; i + 32 <= n; i += 32) {
+    a = lane (a, word (p + i));
+    b = lane (b, word (p + i + 8));
+    c = lane (c, word (p + i + 16));
+    d = lane (d, word (p + i + 24));
+  }
+  for (; i < n; i += 8) {
+    memset (tail, 0, sizeof tail);
+    memcpy (tail, p + i, n - i < 8 ? n - i : 8);
+    a = lane (a, word (tail));
+  }
+  a = rotl (a, 1) + rotl (b, 7) + rotl (c, 12) + rotl (d, 18) + n;
+  a ^= a >> 31;
+  a *= M[5];
+  a ^= a >> 29;
+  a *= M[1];
+  return a ^ (a >> 32);
+}
+
+static uint64_t
+chunk_seed (uint64_t block, unsigned chunk)
+{
+  return word (store.key_hash) ^ (block * M[2]) ^ ((uint64_t) chunk * M[3]);
+}
+
+uint32_t
+store_block_len (uint64_t block)
+{
+  return min64 (STORE_BLOCK, store.size - block * STORE_BLOCK);
+}
+
+static void
+make_header (struct header *h, uint64_t block, const char *data)
+{
+  uint32_t len = store_block_len (block), c;
+
+  memset (h, 0, sizeof *h);
+  memcpy (h->magic, MAGIC, 8);
+  h->version = htole32 (FORMAT);
+  h->header_size = htole32 (STORE_HEADER);
+  h->block = htole64 (block);
+  h->len = htole32 (len);
+  h->chunk = htole32 (STORE_CHUNK);
+  memcpy (h->key_hash, store.key_hash, STORE_KEY_HASH);
+  for (c = 0; c * STORE_CHUNK < len; c++)
+    h->digest[c] = htole64 (digest (chunk_seed (block, c),
+                                    (const unsigned char *) data +
+                                    c * STORE_CHUNK,
+                                    min64 (STORE_CHUNK,
+                                           len - c * STORE_CHUNK)));
+  h->self = htole64 (digest (block, (const unsigned char *) h,
+                             offsetof (struct header, self)));
+}
+
+/* Whether h is block's header, of this object and this layout. */
+static bool
+header_ok (const struct header *h, uint64_t block)
+{
+  return memcmp (h->magic, MAGIC, 8) == 0 &&
+    le32toh (h->version) == FORMAT &&
+    le32toh (h->header_size) == STORE_HEADER &&
+    le64toh (h->block) == block &&
+    le32toh (h->len) == store_block_len (block) &&
+    le32toh (h->chunk) == STORE_CHUNK &&
+    memcmp (h->key_hash, store.key_hash, STORE_KEY_HASH) == 0 &&
+    le64toh (h->self) == digest (block, (const unsigned char *) h,
+                                 offsetof (struct header, self));
+}
+
+/* Whether the chunks [c0, c1] at p (block's bytes from c0's start) have
+ * their digests.
+ */
+static bool
+chunks_ok (const struct header *h, uint64_t block, unsigned c0, unsigned c1,
+           const char *p)
+{
+  uint32_t len = store_block_len (block);
+  unsigned c;
+
+  for (c = c0; c <= c1; c++, p += STORE_CHUNK)
+    if (le64toh (h->digest[c]) !=
+        digest (chunk_seed (block, c), (const unsigned char *) p,
+                min64 (STORE_CHUNK, len - c * STORE_CHUNK)))
+      return false;
+  return true;
+}
+
+/* A hit keeps its file young for eviction (evict.c): its mtime is
+ * refreshed, at most once a minute.
+ */
+static void
+touch (int fd, uint64_t block)
+{
+  uint32_t now = (uint32_t) time (NULL);
+  bool due;
+
+  pthread_mutex_lock (&store.lock);
+  due = now - store.touched[block] >= TOUCH_SECS;
+  if (due)
+    store.touched[block] = now;
+  pthread_mutex_unlock (&store.lock);
+  if (due)
+    futimens (fd, NULL);
+}
+
+/* Read back the whole chunks around [off, off+len) of block's file into
+ * buf (len bytes) and check them: false on any failure (a miss).
+ */
+static bool
+read_checked (int fd, uint64_t block, char *buf, uint32_t off, uint32_t len)
+{
+  struct header h;
+  uint32_t blen = store_block_len (block);
+  unsigned c0 = off / STORE_CHUNK, c1 = (off + len - 1) / STORE_CHUNK;
+  uint32_t from = c0 * STORE_CHUNK;
+  uint32_t to = min64 ((c1 + 1) * STORE_CHUNK, blen);
+  char *tmp = NULL, *p = buf;
+  bool ok;
+
+  if (pread (fd, &h, sizeof h, 0) != sizeof h || !header_ok (&h, block))
+    return false;
+  if (from != off || to != off + len) {
+    p = tmp = malloc (to - from);
+    if (tmp == NULL)
+      return false;
+  }
+  ok = pread (fd, p, to - from, STORE_HEADER + from) == (ssize_t) (to - from)
+    && chunks_ok (&h, block, c0, c1, p);
+  if (ok && tmp != NULL)
+    memcpy (buf, tmp + (off - from), len);
+  free (tmp);
+  return ok;
+}
+
+/* Bytes [off, off+len) of block from its file: true if they were there
+ * and passed every check.  A file that fails is counted, not served; it
+ * is rewritten once the block is fetched again.
+ */
+bool
+store_get (uint64_t block, char *buf, uint32_t off, uint32_t len)
+{
+  char name[32];
+  struct stat st;
+  int fd;
+  bool ok;
+
+  if (!store_on () || block >= store.nblocks)
+    return false;
+  snprintf (name, sizeof name, "%" PRIu64 ".blk", block);
+  /* O_NONBLOCK: a FIFO planted here must not hang the read. */
+  fd = openat (store.objfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+               O_CLOEXEC);
+  if (fd == -1)
+    return false;
+  ok = fstat (fd, &st) == 0 && S_ISREG (st.st_mode) &&
+    st.st_size == STORE_HEADER + (off_t) store_block_len (block) &&
+    read_checked (fd, block, buf, off, len);
+  if (ok)
+    touch (fd, block);
+  close (fd);
+  if (ok) {
+    store_note_present (block, true);
+    __atomic_add_fetch (&store.counts.hit_bytes, len, __ATOMIC_RELAXED);
+  }
+  else {
+    store_note_present (block, false);
+    __atomic_add_fetch (&store.counts.refused, 1, __ATOMIC_RELAXED);
+    nbdkit_debug ("cache: block %" PRIu64 " failed its check: fetched "
+                  "again", block);
+  }
+  return ok;
+}
+
+/* Whether blocks may be written now: not after a failure for good, nor
+ * while the disk is full or nearly.
+ */
+bool
+store_may_write (void)
+{
+  return store_on () && !store.no_writes &&
+    clock_ns () >= __atomic_load_n (&store.full_until_ns, __ATOMIC_RELAXED)
+    && !store_space_low ();
+}
+
+/* A write that failed: for a while if the disk was full, else for good. */
+static void
+write_failed (int err)
+{
+  if (err == ENOSPC || err == EDQUOT) {
+    if (clock_ns () >= store.full_until_ns)
+      nbdkit_debug ("cache: the disk is full: no blocks written for 30 s");
+    __atomic_store_n (&store.full_until_ns,
+                      clock_ns () + INT64_C (30000000000), __ATOMIC_RELAXED);
+  }
+  else if (!store.no_writes) {
+    store.no_writes = true;
+    nbdkit_debug ("cache: writing a block failed (%s): none written from "
+                  "now on", strerror (err));
+  }
+}
+
+/* The header for data (the whole block) into fd, then the file renamed
+ * to block's name.  fd is closed.  True if the block is in place.
+ */
+bool
+store_finish (int fd, const char *tmp, uint64_t block, const char *data)
+{
+  struct header h;
+  char name[32];
+  int err = 0;
+
+  make_header (&h, block, data);
+  if (pwrite (fd, &h, sizeof h, 0) != sizeof h)
+    err = errno ? errno : EIO;
+  if (close (fd) == -1 && err == 0)
+    err = errno;
+  snprintf (name, sizeof name, "%" PRIu64 ".blk", block);
+  if (err == 0 && renameat (store.objfd, tmp, store.objfd, name) == -1)
+    err = errno;
+  if (err != 0) {
+    unlinkat (store.objfd, tmp, 0);
+    write_failed (err);
+    return false;
+  }
+  store_note_present (block, true);
+  __atomic_add_fetch (&store.counts.written, 1, __ATOMIC_RELAXED);
+  store_wrote (STORE_HEADER + store_block_len (block));
+  return true;
+}
+
+/* Block's whole bytes, fetched: into a file of its own, then renamed into
+ * place.  Readers see the old file or the new, never a part.
+ */
+bool
+store_put (uint64_t block, const char *data)
+{
+  char tmp[128];
+  uint32_t len = store_block_len (block);
+  int fd;
+
+  if (!store_may_write () || block >= store.nblocks)
+    return false;
+  store_tmp_name (tmp, sizeof tmp, block);
+  fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+               O_CLOEXEC, 0600);
+  if (fd == -1) {
+    write_failed (errno);
+    return false;
+  }
+  if (pwrite (fd, data, len, STORE_HEADER) != (ssize_t) len) {
+    write_failed (errno ? errno : ENOSPC);
+    close (fd);
+    unlinkat (store.objfd, tmp, 0);
+    return false;
+  }
+  return store_finish (fd, tmp, block, data);
+}

@@ -1,0 +1,202 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * Claims: a process about to fetch a whole block says so with N.claim,
+ * so that others sharing the directory wait for the block instead of
+ * fetching it too.  The claim is made by link(2), which is atomic even
+ * over NFS: one process gets it, the others EEXIST.  It holds its
+ * host and pid.  A claim is only a hint.  Whoever waits gives up after
+ * WAIT_NS and fetches the block itself, and a claim whose process is
+ * gone (same host) or which is older than STALE_SECS is taken over.
+ * Two fetches of one block cost bytes, never correctness: both write
+ * the same block, and rename keeps one.
+ */
+
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nbdkit-plugin.h>
+
+#include "store/store.h"
+
+#define WAIT_NS (INT64_C (5) * 1000000000)
+#define STALE_SECS 120
+#define MAX_MINE 64
+
+/* This process's claims, so that its own threads wait too. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t mine[MAX_MINE];
+static unsigned nmine;
+
+static bool
+mine_locked (uint64_t block)
+{
+  unsigned i;
+
+  for (i = 0; i < nmine; i++)
+    if (mine[i] == block)
+      return true;
+  return false;
+}
+
+/* Whether the claim file name is stale: its process gone, or too old. */
+static bool
+stale (const char *name)
+{
+  char text[160], host[80];
+  struct stat st;
+  ssize_t r;
+  int fd, pid;
+
+  fd = openat (store.objfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+               O_CLOEXEC);
+  if (fd == -1)
+    return false;               /* gone: the caller tries again */
+  r = fstat (fd, &st) == 0 && S_ISREG (st.st_mode)
+    ? read (fd, text, sizeof text - 1) : -1;
+  close (fd);
+  if (r <= 0 || time (NULL) - st.st_mtime > STALE_SECS)
+    return true;
+  text[r] = '\0';
+  if (sscanf (text, "%79s %d", host, &pid) != 2)
+    return true;
+  return strcmp (host, store.host) == 0 && pid > 0 &&
+    kill (pid, 0) == -1 && errno == ESRCH;
+}
+
+/* A claim file made under a name of its own, then linked as name. */
+static int
+link_claim (const char *name, uint64_t block)
+{
+  char tmp[128], text[96];
+  int fd, len, r;
+
+  store_tmp_name (tmp, sizeof tmp, block);
+  fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+               O_CLOEXEC, 0600);
+  if (fd == -1)
+    return -2;
+  len = snprintf (text, sizeof text, "%s %d\n", store.host, (int) getpid ());
+  r = write (fd, text, len) == len ? 0 : -1;
+  close (fd);
+  if (r == 0)
+    r = linkat (store.objfd, tmp, store.objfd, name, 0);
+  if (r == -1 && errno != EEXIST)
+    r = -2;
+  unlinkat (store.objfd, tmp, 0);
+  return r;
+}
+
+/* Claim block before fetching it whole: CLAIM_MINE to fetch it (then
+ * store_put or store_unclaim), CLAIM_OTHERS to wait (store_await), or
+ * CLAIM_NONE when no claim could be made (fetch it anyway).
+ */
+enum store_claim
+store_claim (uint64_t block)
+{
+  char name[40];
+  int tries, r;
+
+  if (!store_may_write ())
+    return CLAIM_NONE;
+  pthread_mutex_lock (&lock);
+  if (mine_locked (block) || nmine == MAX_MINE) {
+    r = mine_locked (block);
+    pthread_mutex_unlock (&lock);
+    return r ? CLAIM_OTHERS : CLAIM_NONE;
+  }
+  mine[nmine++] = block;
+  pthread_mutex_unlock (&lock);
+  snprintf (name, sizeof name, "%" PRIu64 ".claim", block);
+  for (tries = 0; tries < 2; tries++) {
+    r = link_claim (name, block);
+    if (r == 0)
+      return CLAIM_MINE;
+    if (r == -2 || !stale (name))
+      break;
+    unlinkat (store.objfd, name, 0);
+  }
+  pthread_mutex_lock (&lock);
+  for (tries = 0; (unsigned) tries < nmine; tries++)
+    if (mine[tries] == block)
+      mine[tries] = mine[--nmine];
+  pthread_mutex_unlock (&lock);
+  return r == -1 ? CLAIM_OTHERS : CLAIM_NONE;
+}
+
+/* The fetch is over, the block written or not. */
+void
+store_unclaim (uint64_t block)
+{
+  char name[40];
+  unsigned i;
+  bool was = false;
+
+  pthread_mutex_lock (&lock);
+  for (i = 0; i < nmine; i++)
+    if (mine[i] == block) {
+      mine[i] = mine[--nmine];
+      was = true;
+      break;
+    }
+  pthread_mutex_unlock (&lock);
+  if (!was)
+    return;
+  snprintf (name, sizeof name, "%" PRIu64 ".claim", block);
+  unlinkat (store.objfd, name, 0);
+}
+
+/* Whether someone (not a stale claim) is fetching block now. */
+bool
+store_claimed (uint64_t block)
+{
+  char name[40];
+  struct stat st;
+
+  pthread_mutex_lock (&lock);
+  if (mine_locked (block)) {
+    pthread_mutex_unlock (&lock);
+    return true;
+  }
+  pthread_mutex_unlock (&lock);
+  snprintf (name, sizeof name, "%" PRIu64 ".claim", block);
+  return fstatat (store.objfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+    !stale (name);
+}
+
+/* Wait for a claimed block, then read [off, off+len) of it: true if it
+ * came.  False when the claim went without the block, or after WAIT_NS:
+ * the caller fetches it.  The wait sleeps, from 1 ms doubling to 16 ms.
+ */
+bool
+store_await (uint64_t block, char *buf, uint32_t off, uint32_t len)
+{
+  int64_t end = clock_ns () + WAIT_NS;
+  long sleep_ns = 1000000;
+  struct timespec ts;
+
+  while (clock_ns () < end) {
+    ts.tv_sec = 0;
+    ts.tv_nsec = sleep_ns;
+    nanosleep (&ts, NULL);
+    if (sleep_ns < 16000000)
+      sleep_ns *= 2;
+    if (store_get (block, buf, off, len)) {
+      __atomic_add_fetch (&store.counts.waited, 1, __ATOMIC_RELAXED);
+      return true;
+    }
+    if (!store_claimed (block))
+      return store_get (block, buf, off, len);
+  }
+  nbdkit_debug ("cache: block %" PRIu64 " was claimed but did not come in "
+                "%d s: fetched here", block, (int) (WAIT_NS / 1000000000));
+  return false;
+}

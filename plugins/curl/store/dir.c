@@ -1,0 +1,326 @@
+/* nbdkit-curl-plugin
+ * Copyright the nbdkit-curl-plugin authors.
+ * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
+ *
+ * The cache directory, and one object's folder in it.  nbdkit often runs
+ * as root.  So a directory that another user could write into is refused,
+ * as ssh refuses a key file that others can read: they could plant a
+ * symlink and make nbdkit write where they choose.  The same holds for
+ * every directory above it, unless its sticky bit keeps others' hands off
+ * our entry (/tmp).  After that check, every file is opened relative to
+ * the directory's descriptor, never following a symlink.
+ */
+
+#include <config.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include <nbdkit-plugin.h>
+
+#include "store/store.h"
+
+struct store store = {
+  .dirfd = -1, .objfd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+/* Whether a directory's owner and mode keep other users out. */
+static bool
+owned_safely (const struct stat *st, bool sticky_ok)
+{
+  if (st->st_uid != geteuid () && st->st_uid != 0)
+    return false;
+  return (st->st_mode & 022) == 0 || (sticky_ok && (st->st_mode & S_ISVTX));
+}
+
+/* Every directory above path (resolved), as owned_safely says. */
+static int
+check_ancestors (const char *path)
+{
+  char real[PATH_MAX], *slash;
+  struct stat st;
+
+  if (realpath (path, real) == NULL) {
+    nbdkit_error ("cache-dir: %s: %m", path);
+    return -1;
+  }
+  for (;;) {
+    slash = strrchr (real, '/');
+    if (slash == NULL)
+      break;
+    slash[slash == real] = '\0';
+    if (stat (real, &st) == -1) {
+      nbdkit_error ("cache-dir: %s: %m", real);
+      return -1;
+    }
+    if (!owned_safely (&st, true)) {
+      nbdkit_error ("cache-dir: %s is above the cache directory and another "
+                    "user can write into it (or owns it): a planted entry "
+                    "could send the cache elsewhere", real);
+      return -1;
+    }
+    if (slash == real)
+      break;
+  }
+  return 0;
+}
+
+/* cache-dir=: made if missing, checked, and opened for good. */
+int
+store_check_dir (const char *path)
+{
+  struct stat st, st2;
+
+  if (lstat (path, &st) == -1 && errno == ENOENT &&
+      mkdir (path, 0700) == -1 && errno != EEXIST) {
+    nbdkit_error ("cache-dir: cannot make %s: %m", path);
+    return -1;
+  }
+  if (lstat (path, &st) == -1) {
+    nbdkit_error ("cache-dir: %s: %m", path);
+    return -1;
+  }
+  if (S_ISLNK (st.st_mode)) {
+    nbdkit_error ("cache-dir: %s is a symlink: give the directory itself",
+                  path);
+    return -1;
+  }
+  if (!S_ISDIR (st.st_mode)) {
+    nbdkit_error ("cache-dir: %s is not a directory", path);
+    return -1;
+  }
+  if (!owned_safely (&st, false)) {
+    nbdkit_error ("cache-dir: %s is owned by another user or writable by "
+                  "group or others (mode %03o): refused, since a planted "
+                  "symlink could make nbdkit write elsewhere",
+                  path, (unsigned) (st.st_mode & 07777));
+    return -1;
+  }
+  if (check_ancestors (path) == -1)
+    return -1;
+  store.dirfd = open (path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (store.dirfd == -1 || fstat (store.dirfd, &st2) == -1 ||
+      st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
+    nbdkit_error ("cache-dir: %s changed while it was checked", path);
+    return -1;
+  }
+  return 0;
+}
+
+/* The object's key file: written once, else the same text. */
+static bool
+key_file (const char *key)
+{
+  char have[4096], tmp[128];
+  size_t len = strlen (key);
+  ssize_t r;
+  int fd;
+
+  fd = openat (store.objfd, "key", O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+               O_CLOEXEC);
+  if (fd >= 0) {
+    r = read (fd, have, sizeof have);
+    close (fd);
+    if (r == (ssize_t) len && memcmp (have, key, len) == 0)
+      return true;
+    nbdkit_debug ("cache: %s/key holds another key: rewritten",
+                  store.hash_hex);
+  }
+  snprintf (tmp, sizeof tmp, "key.%s.%d.tmp", store.host, (int) getpid ());
+  fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+               O_CLOEXEC, 0600);
+  if (fd == -1)
+    return false;
+  r = write (fd, key, len);
+  close (fd);
+  if (r != (ssize_t) len || renameat (store.objfd, tmp, store.objfd,
+                                      "key") == -1) {
+    unlinkat (store.objfd, tmp, 0);
+    return false;
+  }
+  return true;
+}
+
+/* The blocks already on disk, by their names: each is checked when read. */
+static void
+scan_present (void)
+{
+  int fd = openat (store.objfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = fd >= 0 ? fdopendir (fd) : NULL;
+  struct dirent *e;
+  uint64_t n, found = 0;
+  char *end;
+
+  if (d == NULL) {
+    if (fd >= 0)
+      close (fd);
+    return;
+  }
+  for (e = readdir (d); e != NULL; e = readdir (d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    errno = 0;
+    n = strtoull (e->d_name, &end, 10);
+    if (errno == 0 && strcmp (end, ".blk") == 0 && n < store.nblocks) {
+      store.present[n / 8] |= 1 << (n % 8);
+      found++;
+    }
+  }
+  closedir (d);
+  nbdkit_debug ("cache: %" PRIu64 " of %" PRIu64 " blocks on disk",
+                found, store.nblocks);
+}
+
+static void
+hash_key (const char *key)
+{
+  unsigned len = 0, i;
+
+  EVP_Digest (key, strlen (key), store.key_hash, &len, EVP_sha256 (), NULL);
+  for (i = 0; i < STORE_KEY_HASH; i++)
+    snprintf (store.hash_hex + 2 * i, 3, "%02x", store.key_hash[i]);
+}
+
+static void
+host_name (void)
+{
+  char *p;
+
+  if (gethostname (store.host, sizeof store.host) == -1)
+    strcpy (store.host, "host");
+  store.host[sizeof store.host - 1] = '\0';
+  for (p = store.host; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+          (*p >= '0' && *p <= '9') || *p == '-'))
+      *p = '_';
+}
+
+/* The object's folder for key: false (the cache off, -v says why) when
+ * it cannot be used.
+ */
+bool
+store_open (const char *key, uint64_t size, uint64_t limit)
+{
+  struct stat st;
+
+  host_name ();
+  hash_key (key);
+  store.size = size;
+  store.nblocks = (size + STORE_BLOCK - 1) / STORE_BLOCK;
+  store.limit = limit;
+  if (mkdirat (store.dirfd, store.hash_hex, 0700) == -1 && errno != EEXIST)
+    goto fail;
+  store.objfd = openat (store.dirfd, store.hash_hex, O_RDONLY | O_DIRECTORY |
+                        O_NOFOLLOW | O_CLOEXEC);
+  if (store.objfd == -1 || fstat (store.objfd, &st) == -1)
+    goto fail;
+  if (st.st_uid != geteuid () || (st.st_mode & 022) != 0) {
+    errno = EPERM;
+    goto fail;
+  }
+  store.present = calloc (store.nblocks / 8 + 1, 1);
+  store.touched = calloc (store.nblocks + 1, sizeof *store.touched);
+  if (store.present == NULL || store.touched == NULL || !key_file (key))
+    goto fail;
+  scan_present ();
+  return true;
+
+ fail:
+  nbdkit_debug ("cache: %s: %m: nothing is kept", store.hash_hex);
+  store_close ();
+  return false;
+}
+
+bool
+store_on (void)
+{
+  return store.objfd >= 0;
+}
+
+bool
+store_has (uint64_t block)
+{
+  LOCK_FOR_SCOPE (&store.lock);
+  return block < store.nblocks &&
+    (store.present[block / 8] & (1 << (block % 8))) != 0;
+}
+
+void
+store_note_present (uint64_t block, bool present)
+{
+  LOCK_FOR_SCOPE (&store.lock);
+  if (block >= store.nblocks)
+    return;
+  if (present)
+    store.present[block / 8] |= 1 << (block % 8);
+  else
+    store.present[block / 8] &= ~(1 << (block % 8));
+}
+
+/* Where, from offset on and before end, the first block known to be on
+ * disk starts (end if none): read-ahead stops there.
+ */
+uint64_t
+store_cached_from (uint64_t offset, uint64_t end)
+{
+  uint64_t b;
+
+  if (!store_on ())
+    return end;
+  for (b = offset / STORE_BLOCK; b * STORE_BLOCK < end; b++)
+    if (store_has (b))
+      return max64 (b * STORE_BLOCK, offset);
+  return end;
+}
+
+/* A name no other process or thread uses: host, pid, a counter. */
+void
+store_tmp_name (char *name, size_t size, uint64_t block)
+{
+  static uint64_t seq;
+
+  snprintf (name, size, "%" PRIu64 ".%s.%d.%" PRIu64 ".tmp", block,
+            store.host, (int) getpid (),
+            __atomic_add_fetch (&seq, 1, __ATOMIC_RELAXED));
+}
+
+/* checksum= failed: what this object's folder holds is another object's,
+ * so none of it may be served again.
+ */
+void
+store_drop_all (void)
+{
+  char name[32];
+  uint64_t b;
+
+  if (!store_on ())
+    return;
+  for (b = 0; b < store.nblocks; b++) {
+    snprintf (name, sizeof name, "%" PRIu64 ".blk", b);
+    unlinkat (store.objfd, name, 0);
+    store_note_present (b, false);
+  }
+  nbdkit_debug ("cache: %s: the object's blocks deleted", store.hash_hex);
+}
+
+void
+store_close (void)
+{
+  if (store.objfd >= 0)
+    close (store.objfd);
+  if (store.dirfd >= 0)
+    close (store.dirfd);
+  store.objfd = store.dirfd = -1;
+  free (store.present);
+  free (store.touched);
+  store.present = NULL;
+  store.touched = NULL;
+}
