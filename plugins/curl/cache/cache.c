@@ -133,9 +133,12 @@ from_disk (struct piece *p, unsigned n)
 {
   unsigned i;
   enum store_claim c;
+  int got[MAX_PIECES];
 
-  for (i = 0; i < n; i++)
-    p[i].hit = store_get (p[i].block, p[i].buf, p[i].off, p[i].len);
+  for (i = 0; i < n; i++) {
+    got[i] = store_get (p[i].block, p[i].buf, p[i].off, p[i].len);
+    p[i].hit = got[i] > 0;
+  }
   for (i = 0; i < n; i++) {
     if (p[i].hit)
       continue;
@@ -143,8 +146,8 @@ from_disk (struct piece *p, unsigned n)
       c = store_claim (p[i].block);
       p[i].claimed = c == CLAIM_MINE;
       /* Written by another process since the first look? */
-      if (c == CLAIM_MINE)
-        p[i].hit = store_get (p[i].block, p[i].buf, p[i].off, p[i].len);
+      if (c == CLAIM_MINE && got[i] == 0)
+        p[i].hit = store_get (p[i].block, p[i].buf, p[i].off, p[i].len) > 0;
       else if (c == CLAIM_OTHERS)
         p[i].hit = store_await (p[i].block, p[i].buf, p[i].off, p[i].len);
     }

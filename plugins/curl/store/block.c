@@ -216,11 +216,12 @@ read_checked (int fd, uint64_t block, char *buf, uint32_t off, uint32_t len)
   return ok;
 }
 
-/* Bytes [off, off+len) of block from its file: true if they were there
- * and passed every check.  A file that fails is counted, not served; it
- * is rewritten once the block is fetched again.
+/* Bytes [off, off+len) of block from its file: 1 if they were there and
+ * passed every check, 0 if there is no file, -1 if it failed a check.  A
+ * file that fails is counted, not served; it is rewritten once the block
+ * is fetched again.
  */
-bool
+int
 store_get (uint64_t block, char *buf, uint32_t off, uint32_t len)
 {
   char name[32];
@@ -229,13 +230,13 @@ store_get (uint64_t block, char *buf, uint32_t off, uint32_t len)
   bool ok;
 
   if (!store_on () || block >= store.nblocks)
-    return false;
+    return 0;
   snprintf (name, sizeof name, "%" PRIu64 ".blk", block);
   /* O_NONBLOCK: a FIFO planted here must not hang the read. */
   fd = openat (store.objfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
                O_CLOEXEC);
   if (fd == -1)
-    return false;
+    return 0;
   ok = fstat (fd, &st) == 0 && S_ISREG (st.st_mode) &&
     st.st_size == STORE_HEADER + (off_t) store_block_len (block) &&
     read_checked (fd, block, buf, off, len);
@@ -252,7 +253,7 @@ store_get (uint64_t block, char *buf, uint32_t off, uint32_t len)
     nbdkit_debug ("cache: block %" PRIu64 " failed its check: fetched "
                   "again", block);
   }
-  return ok;
+  return ok ? 1 : -1;
 }
 
 /* Whether blocks may be written now: not after a failure for good, nor
@@ -324,9 +325,12 @@ store_put (uint64_t block, const char *data)
 
   if (!store_may_write () || block >= store.nblocks)
     return false;
-  store_tmp_name (tmp, sizeof tmp, block);
-  fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-               O_CLOEXEC, 0600);
+  /* A claimed block's file is there already (claim.c). */
+  if (!store_claimed_file (block, &fd, tmp, sizeof tmp)) {
+    store_tmp_name (tmp, sizeof tmp, block);
+    fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_EXCL |
+                 O_NOFOLLOW | O_CLOEXEC, 0600);
+  }
   if (fd == -1) {
     write_failed (errno);
     return false;

@@ -4,9 +4,12 @@
  *
  * Claims: a process about to fetch a whole block says so with N.claim,
  * so that others sharing the directory wait for the block instead of
- * fetching it too.  The claim is made by link(2), which is atomic even
- * over NFS: one process gets it, the others EEXIST.  It holds its
- * host and pid.  A claim is only a hint.  Whoever waits gives up after
+ * fetching it too.  The claim is the block's own file, made under a name
+ * of its own and linked as N.claim: link(2) is atomic even over NFS, so
+ * one process gets it and the others EEXIST.  So a claim costs no inode
+ * of its own (ext4 slows down when many are made and deleted).  Until the
+ * block's header is written, the file starts with its host and pid.  A
+ * claim is only a hint.  Whoever waits gives up after
  * WAIT_NS and fetches the block itself, and a claim whose process is
  * gone (same host) or which is older than STALE_SECS is taken over.
  * Two fetches of one block cost bytes, never correctness: both write
@@ -31,20 +34,27 @@
 #define STALE_SECS 120
 #define MAX_MINE 64
 
-/* This process's claims, so that its own threads wait too. */
+/* This process's claims, so that its own threads wait too: each with
+ * the block's file, open, until store_put writes it.
+ */
+struct mine {
+  uint64_t block;
+  int fd;                       /* -1 once taken */
+  char tmp[128];
+};
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t mine[MAX_MINE];
+static struct mine mine[MAX_MINE];
 static unsigned nmine;
 
-static bool
+static struct mine *
 mine_locked (uint64_t block)
 {
   unsigned i;
 
   for (i = 0; i < nmine; i++)
-    if (mine[i] == block)
-      return true;
-  return false;
+    if (mine[i].block == block)
+      return &mine[i];
+  return NULL;
 }
 
 /* Whether the claim file name is stale: its process gone, or too old. */
@@ -66,90 +76,124 @@ stale (const char *name)
   if (r <= 0 || time (NULL) - st.st_mtime > STALE_SECS)
     return true;
   text[r] = '\0';
+  if (r >= 8 && memcmp (text, "NBDCURLB", 8) == 0)
+    return false;               /* written: about to be renamed */
   if (sscanf (text, "%79s %d", host, &pid) != 2)
     return true;
   return strcmp (host, store.host) == 0 && pid > 0 &&
     kill (pid, 0) == -1 && errno == ESRCH;
 }
 
-/* A claim file made under a name of its own, then linked as name. */
+/* The block's file made under a name of its own (m->tmp), its owner
+ * written, then linked as name: 0, -1 if another has the claim, -2 if
+ * no claim could be made.
+ */
 static int
-link_claim (const char *name, uint64_t block)
+link_claim (const char *name, struct mine *m)
 {
-  char tmp[128], text[96];
-  int fd, len, r;
+  char text[96];
+  int len, r;
 
-  store_tmp_name (tmp, sizeof tmp, block);
-  fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-               O_CLOEXEC, 0600);
-  if (fd == -1)
+  store_tmp_name (m->tmp, sizeof m->tmp, m->block);
+  m->fd = openat (store.objfd, m->tmp, O_RDWR | O_CREAT | O_EXCL |
+                  O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (m->fd == -1)
     return -2;
   len = snprintf (text, sizeof text, "%s %d\n", store.host, (int) getpid ());
-  r = write (fd, text, len) == len ? 0 : -1;
-  close (fd);
+  r = pwrite (m->fd, text, len, 0) == len ? 0 : -1;
   if (r == 0)
-    r = linkat (store.objfd, tmp, store.objfd, name, 0);
-  if (r == -1 && errno != EEXIST)
-    r = -2;
-  unlinkat (store.objfd, tmp, 0);
+    r = linkat (store.objfd, m->tmp, store.objfd, name, 0);
+  if (r == 0)
+    return 0;
+  r = errno == EEXIST ? -1 : -2;
+  close (m->fd);
+  unlinkat (store.objfd, m->tmp, 0);
+  m->fd = -1;
   return r;
 }
 
 /* Claim block before fetching it whole: CLAIM_MINE to fetch it (then
- * store_put or store_unclaim), CLAIM_OTHERS to wait (store_await), or
- * CLAIM_NONE when no claim could be made (fetch it anyway).
+ * store_put, and store_unclaim in any case), CLAIM_OTHERS to wait
+ * (store_await), or CLAIM_NONE when no claim could be made (fetch it
+ * anyway).
  */
 enum store_claim
 store_claim (uint64_t block)
 {
+  struct mine m = { .block = block, .fd = -1 }, *p;
   char name[40];
-  int tries, r;
+  int tries, r = -2;
 
   if (!store_may_write ())
     return CLAIM_NONE;
   pthread_mutex_lock (&lock);
-  if (mine_locked (block) || nmine == MAX_MINE) {
-    r = mine_locked (block);
+  if (mine_locked (block) != NULL || nmine == MAX_MINE) {
+    r = mine_locked (block) != NULL;
     pthread_mutex_unlock (&lock);
     return r ? CLAIM_OTHERS : CLAIM_NONE;
   }
-  mine[nmine++] = block;
+  mine[nmine++] = m;            /* its own threads wait from now on */
   pthread_mutex_unlock (&lock);
   snprintf (name, sizeof name, "%" PRIu64 ".claim", block);
   for (tries = 0; tries < 2; tries++) {
-    r = link_claim (name, block);
-    if (r == 0)
-      return CLAIM_MINE;
-    if (r == -2 || !stale (name))
+    r = link_claim (name, &m);
+    if (r != -1 || !stale (name))
       break;
     unlinkat (store.objfd, name, 0);
   }
   pthread_mutex_lock (&lock);
-  for (tries = 0; (unsigned) tries < nmine; tries++)
-    if (mine[tries] == block)
-      mine[tries] = mine[--nmine];
+  p = mine_locked (block);
+  if (r == 0)
+    *p = m;
+  else {
+    nmine--;
+    *p = mine[nmine];
+  }
   pthread_mutex_unlock (&lock);
-  return r == -1 ? CLAIM_OTHERS : CLAIM_NONE;
+  return r == 0 ? CLAIM_MINE : r == -1 ? CLAIM_OTHERS : CLAIM_NONE;
 }
 
-/* The fetch is over, the block written or not. */
+/* The claimed block's file, for store_put to write (it then owns fd and
+ * the name): false if block is not claimed here.
+ */
+bool
+store_claimed_file (uint64_t block, int *fd, char *tmp, size_t size)
+{
+  struct mine *m;
+
+  LOCK_FOR_SCOPE (&lock);
+  m = mine_locked (block);
+  if (m == NULL || m->fd == -1)
+    return false;
+  *fd = m->fd;
+  snprintf (tmp, size, "%s", m->tmp);
+  m->fd = -1;
+  return true;
+}
+
+/* The fetch is over, the block written or not: the claim goes, and the
+ * file if store_put did not take it.
+ */
 void
 store_unclaim (uint64_t block)
 {
+  struct mine m = { .fd = -1 }, *p;
   char name[40];
-  unsigned i;
-  bool was = false;
 
   pthread_mutex_lock (&lock);
-  for (i = 0; i < nmine; i++)
-    if (mine[i] == block) {
-      mine[i] = mine[--nmine];
-      was = true;
-      break;
-    }
+  p = mine_locked (block);
+  if (p != NULL) {
+    m = *p;
+    nmine--;
+    *p = mine[nmine];
+  }
   pthread_mutex_unlock (&lock);
-  if (!was)
+  if (p == NULL)
     return;
+  if (m.fd >= 0) {
+    close (m.fd);
+    unlinkat (store.objfd, m.tmp, 0);
+  }
   snprintf (name, sizeof name, "%" PRIu64 ".claim", block);
   unlinkat (store.objfd, name, 0);
 }
@@ -189,12 +233,12 @@ store_await (uint64_t block, char *buf, uint32_t off, uint32_t len)
     nanosleep (&ts, NULL);
     if (sleep_ns < 16000000)
       sleep_ns *= 2;
-    if (store_get (block, buf, off, len)) {
+    if (store_get (block, buf, off, len) > 0) {
       __atomic_add_fetch (&store.counts.waited, 1, __ATOMIC_RELAXED);
       return true;
     }
     if (!store_claimed (block))
-      return store_get (block, buf, off, len);
+      return store_get (block, buf, off, len) > 0;
   }
   nbdkit_debug ("cache: block %" PRIu64 " was claimed but did not come in "
                 "%d s: fetched here", block, (int) (WAIT_NS / 1000000000));

@@ -53,12 +53,13 @@ static struct {
 };
 
 /* One object's folder: its block files into *v, old temporary files
- * deleted.
+ * deleted.  Read through a descriptor of its own: a dup would share
+ * the directory's offset, and the next look would start at its end.
  */
 static void
 scan_object (int fd, unsigned obj, struct entry **v, size_t *n, size_t *max)
 {
-  int dfd = dup (fd);
+  int dfd = openat (fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d = dfd >= 0 ? fdopendir (dfd) : NULL;
   struct dirent *e;
   struct stat st;
@@ -111,7 +112,7 @@ older (const void *a, const void *b)
 static unsigned
 open_objects (int *fds, bool *ours)
 {
-  int dfd = dup (store.dirfd);
+  int dfd = openat (store.dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d = dfd >= 0 ? fdopendir (dfd) : NULL;
   struct dirent *e;
   unsigned n = 0;
@@ -255,5 +256,8 @@ store_evict_stop (void)
   pthread_mutex_unlock (&ev.lock);
   if (ev.running)
     pthread_join (ev.thread, NULL);
+  /* What was written since the last look may be over the bound. */
+  if (ev.running && store.limit > 0 && ev.since_scan > 0)
+    evict_pass ();
   ev.running = false;
 }

@@ -72,7 +72,7 @@ extern void store_close (void);
 
 /* block.c */
 extern uint32_t store_block_len (uint64_t block);
-extern bool store_get (uint64_t block, char *buf, uint32_t off, uint32_t len);
+extern int store_get (uint64_t block, char *buf, uint32_t off, uint32_t len);
 extern bool store_put (uint64_t block, const char *data);
 extern bool store_finish (int fd, const char *tmp, uint64_t block,
                           const char *data);
@@ -87,6 +87,8 @@ extern void store_part_unload (void);
 /* claim.c: a block on its way, from this process or another. */
 enum store_claim { CLAIM_MINE, CLAIM_OTHERS, CLAIM_NONE };
 extern enum store_claim store_claim (uint64_t block);
+extern bool store_claimed_file (uint64_t block, int *fd, char *tmp,
+                                size_t size);
 extern void store_unclaim (uint64_t block);
 extern bool store_claimed (uint64_t block);
 extern bool store_await (uint64_t block, char *buf, uint32_t off,
