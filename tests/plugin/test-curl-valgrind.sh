@@ -3,7 +3,8 @@
 # errors and no definite leaks in nbdkit with the plugin (load, probe,
 # parallel reads, close, unload), with the parameters that allocate:
 # header and cookie scripts (renewed), the cookie engine, resolve=,
-# header=.
+# header=; and the cache (cache-dir=, its fill and eviction threads,
+# blocks made of pieces), cold then warm.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -29,3 +30,22 @@ valgrind_clean copy "$st"
 [ -f "$tmp/copied" ] || fail "nbdcopy did not run"
 grep -qE '^[0-9]+ GET bytes=[0-9]+-[0-9]+ 206 ' "$tmp/access.log" ||
   fail "no ranged GET reached nginx"
+
+# The cache (cache-dir=): its fill and eviction threads, blocks made of
+# pieces (reads of 64 KiB), then a run served from disk; both unload
+# clean.
+for run in cache-cold cache-warm; do
+  st=0
+  rm -f "$tmp/copied"
+  nbdkit_valgrind "$run"
+  req=--request-size=65536
+  [ "$run" = cache-warm ] && req=
+  COPIED=$tmp/copied timeout 120 \
+    "${vg[@]}" -U - "$PLUGIN" "$url" cache-dir="$tmp/cache" \
+           cache-fill=true cache-size=3M \
+           --run "nbdcopy $req \"\$uri\" null: && echo copied >\"\$COPIED\"" \
+    >"$tmp/nbdkit.out" 2>"$tmp/nbdkit.err" || st=$?
+  valgrind_clean "$run" "$st"
+  [ -f "$tmp/copied" ] || fail "nbdcopy did not run ($run)"
+done
+[ -n "$(find "$tmp/cache" -name '*.blk')" ] || fail "no block was kept"

@@ -29,12 +29,15 @@
 #include "cache/cache.h"
 
 #define MAX_PIECES 40           /* blocks a read of 32 MiB touches, and more */
+#define WAIT_NS (INT64_C (5) * 1000000000)  /* for a block claimed elsewhere */
 
 struct piece {
   uint64_t block;
   uint32_t off, len;            /* within the block */
   char *buf;
-  bool hit, claimed;
+  uint32_t bad;                 /* chunks to fetch (store_chunks), 0: a hit */
+  bool absent;                  /* no file: all of it fetched */
+  bool claimed;
 };
 
 static bool on;
@@ -123,80 +126,135 @@ cache_start (const struct read_link *below)
 {
   if (!on)
     return;
+  store_write_start ();
   store_evict_start ();
   fill_start (below);
 }
 
-/* Whole blocks from disk, or from a process that claimed them. */
+/* Wait for a block another claimed, then read the piece from it: true
+ * if it came.  False when the claim went without the block, or after
+ * WAIT_NS: the caller fetches it.  The wait sleeps, from 1 ms doubling to
+ * 16 ms: a block of 1 MiB takes longer than that to come.
+ */
+static bool
+await (struct piece *p)
+{
+  int64_t end = clock_ns () + WAIT_NS;
+  long sleep_ns = 1000000;
+  struct timespec ts;
+
+  while (clock_ns () < end) {
+    ts.tv_sec = 0;
+    ts.tv_nsec = sleep_ns;
+    nanosleep (&ts, NULL);
+    if (sleep_ns < 16000000)
+      sleep_ns *= 2;
+    if (store_get (p->block, p->buf, p->off, p->len, &p->bad) > 0) {
+      __atomic_add_fetch (&store.counts.waited, 1, __ATOMIC_RELAXED);
+      return true;
+    }
+    if (!store_claimed (p->block))
+      return store_get (p->block, p->buf, p->off, p->len, &p->bad) > 0;
+  }
+  nbdkit_debug ("cache: block %" PRIu64 " was claimed but did not come in "
+                "%d s: fetched here", p->block, (int) (WAIT_NS / 1000000000));
+  p->bad = store_chunks (p->off, p->len);
+  return false;
+}
+
+/* What is on disk, and what another process is fetching.  A block that
+ * is not there is claimed, if the read covers it whole.  A damaged one
+ * keeps the chunks that passed: only the others are fetched.
+ */
 static void
 from_disk (struct piece *p, unsigned n)
 {
   unsigned i;
   enum store_claim c;
-  int got[MAX_PIECES];
 
+  for (i = 0; i < n; i++)
+    p[i].absent = store_get (p[i].block, p[i].buf, p[i].off, p[i].len,
+                             &p[i].bad) == 0;
   for (i = 0; i < n; i++) {
-    got[i] = store_get (p[i].block, p[i].buf, p[i].off, p[i].len);
-    p[i].hit = got[i] > 0;
-  }
-  for (i = 0; i < n; i++) {
-    if (p[i].hit)
+    if (!p[i].absent)
       continue;
     if (p[i].len == store_block_len (p[i].block)) {
-      c = store_claim (p[i].block);
+      c = store_may_write () ? store_claim (p[i].block) : CLAIM_NONE;
       p[i].claimed = c == CLAIM_MINE;
       /* Written by another process since the first look? */
-      if (c == CLAIM_MINE && got[i] == 0)
-        p[i].hit = store_get (p[i].block, p[i].buf, p[i].off, p[i].len) > 0;
+      if (c == CLAIM_MINE)
+        store_get (p[i].block, p[i].buf, p[i].off, p[i].len, &p[i].bad);
       else if (c == CLAIM_OTHERS)
-        p[i].hit = store_await (p[i].block, p[i].buf, p[i].off, p[i].len);
+        await (&p[i]);
     }
     else if (store_claimed (p[i].block))
-      p[i].hit = store_await (p[i].block, p[i].buf, p[i].off, p[i].len);
+      await (&p[i]);
   }
 }
 
-/* The rest from the links below, one read per run of pieces. */
+/* The bytes of p[i]'s chunk c that the read covers, as a read. */
+static struct read_op
+chunk_op (const struct read_op *op, const struct piece *p, unsigned c)
+{
+  struct read_op r = *op;
+  uint32_t from = max64 (p->off, c * STORE_CHUNK);
+  uint32_t to = min64 (p->off + p->len, (c + 1) * STORE_CHUNK);
+
+  r.buf = p->buf + (from - p->off);
+  r.offset = p->block * STORE_BLOCK + from;
+  r.count = to - from;
+  return r;
+}
+
+/* The chunks to fetch from the links below, one read per run of them. */
 static int
 from_below (const struct read_link *self, const struct read_op *op,
             struct piece *p, unsigned n)
 {
-  unsigned i = 0, j;
-  struct read_op run;
+  struct read_op run = { .count = 0 }, next;
+  unsigned i, c;
 
-  while (i < n) {
-    if (p[i].hit) {
-      i++;
-      continue;
+  for (i = 0; i <= n; i++) {
+    for (c = 0; c < STORE_CHUNKS; c++) {
+      if (i < n && !(p[i].bad & (UINT32_C (1) << c)))
+        continue;
+      if (i < n)
+        next = chunk_op (op, &p[i], c);
+      if (i < n && run.count > 0 && run.offset + run.count == next.offset) {
+        run.count += next.count;
+        continue;
+      }
+      if (run.count > 0) {
+        if (read_next (self, &run) == -1)
+          return -1;
+        __atomic_add_fetch (&fetched, run.count, __ATOMIC_RELAXED);
+      }
+      run.count = 0;
+      if (i == n)
+        break;
+      run = next;
     }
-    for (j = i; j + 1 < n && !p[j + 1].hit; j++)
-      ;
-    run = *op;
-    run.buf = p[i].buf;
-    run.offset = p[i].block * STORE_BLOCK + p[i].off;
-    run.count = (p[j].buf + p[j].len) - p[i].buf;
-    if (read_next (self, &run) == -1)
-      return -1;
-    __atomic_add_fetch (&fetched, run.count, __ATOMIC_RELAXED);
-    i = j + 1;
   }
   return 0;
 }
 
-/* What came from below, written. */
+/* What came from below, written: a whole block (repaired, if it was
+ * damaged), or a piece of one that was not there.
+ */
 static void
 keep (struct piece *p, unsigned n)
 {
   unsigned i;
 
   for (i = 0; i < n; i++) {
-    if (p[i].hit)
+    if (p[i].bad == 0)
       continue;
     if (p[i].len == store_block_len (p[i].block)) {
-      store_put (p[i].block, p[i].buf);
+      store_put (p[i].block, p[i].buf);   /* which lets its claim go */
+      p[i].claimed = false;
       store_part_drop (p[i].block);
     }
-    else
+    else if (p[i].absent)
       store_part (p[i].block, p[i].off, p[i].buf, p[i].len);
   }
 }
@@ -236,6 +294,7 @@ void
 cache_unload (void)
 {
   fill_stop ();
+  store_write_stop ();
   store_evict_stop ();
   store_part_unload ();
   if (on)

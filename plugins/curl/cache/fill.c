@@ -83,7 +83,8 @@ take_run (uint64_t *first)
   while (fill.next < store.nblocks && store_has (fill.next))
     fill.next++;
   *first = fill.next;
-  while (n < RUN && fill.next < store.nblocks && !store_has (fill.next)) {
+  while (n < RUN && fill.next < store.nblocks && !store_has (fill.next) &&
+         store_may_write ()) {
     c = store_claim (fill.next);
     if (c == CLAIM_OTHERS) {
       if (n > 0)
@@ -122,11 +123,12 @@ fetch_run (struct ra_client *own, char *buf, uint64_t first, unsigned n)
   op.count = min64 ((uint64_t) n * STORE_BLOCK, store.size - op.offset);
   ok = read_next (fill.below, &op) == 0;
   for (b = first; b < first + n; b++) {
-    if (ok && store_put (b, buf + (b - first) * STORE_BLOCK)) {
+    if (!ok)
+      store_unclaim (b);
+    else if (store_put (b, buf + (b - first) * STORE_BLOCK)) {
       LOCK_FOR_SCOPE (&fill.lock);
       fill.filled++;
     }
-    store_unclaim (b);
   }
   return ok;
 }
@@ -159,6 +161,7 @@ worker (void *arg)
   pthread_mutex_lock (&fill.lock);
   if (--fill.running == 0 && !fill.stop) {
     pthread_mutex_unlock (&fill.lock);
+    store_write_flush ();
     progress ();
     nbdkit_debug ("cache fill: done%s", failures ? " (some reads failed)"
                   : "");

@@ -151,22 +151,32 @@ header_ok (const struct header *h, uint64_t block)
                                  offsetof (struct header, self));
 }
 
-/* Whether the chunks [c0, c1] at p (block's bytes from c0's start) have
- * their digests.
+/* The chunks c0 to c1, whose bytes are at p, that do not have their
+ * digests: a bit each.
  */
-static bool
-chunks_ok (const struct header *h, uint64_t block, unsigned c0, unsigned c1,
-           const char *p)
+static uint32_t
+chunks_bad (const struct header *h, uint64_t block, unsigned c0, unsigned c1,
+            const char *p)
 {
-  uint32_t len = store_block_len (block);
+  uint32_t len = store_block_len (block), bad = 0;
   unsigned c;
 
   for (c = c0; c <= c1; c++, p += STORE_CHUNK)
     if (le64toh (h->digest[c]) !=
         digest (chunk_seed (block, c), (const unsigned char *) p,
                 min64 (STORE_CHUNK, len - c * STORE_CHUNK)))
-      return false;
-  return true;
+      bad |= UINT32_C (1) << c;
+  return bad;
+}
+
+/* The chunks that [off, off+len) of a block covers: a bit each. */
+uint32_t
+store_chunks (uint32_t off, uint32_t len)
+{
+  unsigned c0 = off / STORE_CHUNK, c1 = (off + len - 1) / STORE_CHUNK;
+
+  return (uint32_t) (((UINT64_C (1) << (c1 + 1)) - 1) &
+                     ~((UINT64_C (1) << c0) - 1));
 }
 
 /* A hit keeps its file young for eviction (evict.c): its mtime is
@@ -188,47 +198,50 @@ touch (int fd, uint64_t block)
 }
 
 /* Read back the whole chunks around [off, off+len) of block's file into
- * buf (len bytes) and check them: false on any failure (a miss).
+ * buf (len bytes) and check them: the chunks that failed (all of them
+ * if the header or the read did).  The bytes of those in buf are wrong.
  */
-static bool
+static uint32_t
 read_checked (int fd, uint64_t block, char *buf, uint32_t off, uint32_t len)
 {
   struct header h;
-  uint32_t blen = store_block_len (block);
+  uint32_t blen = store_block_len (block), bad = store_chunks (off, len);
   unsigned c0 = off / STORE_CHUNK, c1 = (off + len - 1) / STORE_CHUNK;
   uint32_t from = c0 * STORE_CHUNK;
   uint32_t to = min64 ((c1 + 1) * STORE_CHUNK, blen);
   char *tmp = NULL, *p = buf;
-  bool ok;
 
   if (pread (fd, &h, sizeof h, 0) != sizeof h || !header_ok (&h, block))
-    return false;
+    return bad;
   if (from != off || to != off + len) {
     p = tmp = malloc (to - from);
     if (tmp == NULL)
-      return false;
+      return bad;
   }
-  ok = pread (fd, p, to - from, STORE_HEADER + from) == (ssize_t) (to - from)
-    && chunks_ok (&h, block, c0, c1, p);
-  if (ok && tmp != NULL)
+  if (pread (fd, p, to - from, STORE_HEADER + from) == (ssize_t) (to - from))
+    bad = chunks_bad (&h, block, c0, c1, p);
+  if (tmp != NULL)
     memcpy (buf, tmp + (off - from), len);
   free (tmp);
-  return ok;
+  return bad;
 }
 
 /* Bytes [off, off+len) of block from its file: 1 if they were there and
- * passed every check, 0 if there is no file, -1 if it failed a check.  A
- * file that fails is counted, not served; it is rewritten once the block
- * is fetched again.
+ * passed every check, 0 if there is no file, -1 if some failed a check.
+ * *bad gets the chunks whose bytes in buf must be fetched (all for 0),
+ * see store_chunks.  A chunk that fails is counted, not served; the
+ * block is rewritten once it is whole again.
  */
 int
-store_get (uint64_t block, char *buf, uint32_t off, uint32_t len)
+store_get (uint64_t block, char *buf, uint32_t off, uint32_t len,
+           uint32_t *bad)
 {
   char name[32];
   struct stat st;
+  uint32_t c, good;
   int fd;
-  bool ok;
 
+  *bad = store_chunks (off, len);
   if (!store_on () || block >= store.nblocks)
     return 0;
   snprintf (name, sizeof name, "%" PRIu64 ".blk", block);
@@ -237,23 +250,25 @@ store_get (uint64_t block, char *buf, uint32_t off, uint32_t len)
                O_CLOEXEC);
   if (fd == -1)
     return 0;
-  ok = fstat (fd, &st) == 0 && S_ISREG (st.st_mode) &&
-    st.st_size == STORE_HEADER + (off_t) store_block_len (block) &&
-    read_checked (fd, block, buf, off, len);
-  if (ok)
+  if (fstat (fd, &st) == 0 && S_ISREG (st.st_mode) &&
+      st.st_size == STORE_HEADER + (off_t) store_block_len (block))
+    *bad = read_checked (fd, block, buf, off, len);
+  if (*bad == 0)
     touch (fd, block);
   close (fd);
-  if (ok) {
-    store_note_present (block, true);
-    __atomic_add_fetch (&store.counts.hit_bytes, len, __ATOMIC_RELAXED);
-  }
-  else {
-    store_note_present (block, false);
-    __atomic_add_fetch (&store.counts.refused, 1, __ATOMIC_RELAXED);
-    nbdkit_debug ("cache: block %" PRIu64 " failed its check: fetched "
-                  "again", block);
-  }
-  return ok ? 1 : -1;
+  store_note_present (block, *bad == 0);
+  /* The bytes served: those of the chunks that passed. */
+  for (good = len, c = 0; c < STORE_CHUNKS; c++)
+    if (*bad & (UINT32_C (1) << c))
+      good -= min64 (off + len, (c + 1) * STORE_CHUNK) -
+        max64 (off, c * STORE_CHUNK);
+  __atomic_add_fetch (&store.counts.hit_bytes, good, __ATOMIC_RELAXED);
+  if (*bad == 0)
+    return 1;
+  __atomic_add_fetch (&store.counts.refused, 1, __ATOMIC_RELAXED);
+  nbdkit_debug ("cache: block %" PRIu64 " failed its check (chunks %#x): "
+                "they are fetched again", block, *bad);
+  return -1;
 }
 
 /* Whether blocks may be written now: not after a failure for good, nor
@@ -262,7 +277,8 @@ store_get (uint64_t block, char *buf, uint32_t off, uint32_t len)
 bool
 store_may_write (void)
 {
-  return store_on () && !store.no_writes &&
+  return store_on () &&
+    !__atomic_load_n (&store.no_writes, __ATOMIC_RELAXED) &&
     clock_ns () >= __atomic_load_n (&store.full_until_ns, __ATOMIC_RELAXED)
     && !store_space_low ();
 }
@@ -272,13 +288,13 @@ static void
 write_failed (int err)
 {
   if (err == ENOSPC || err == EDQUOT) {
-    if (clock_ns () >= store.full_until_ns)
+    if (clock_ns () >= __atomic_load_n (&store.full_until_ns,
+                                        __ATOMIC_RELAXED))
       nbdkit_debug ("cache: the disk is full: no blocks written for 30 s");
     __atomic_store_n (&store.full_until_ns,
                       clock_ns () + INT64_C (30000000000), __ATOMIC_RELAXED);
   }
-  else if (!store.no_writes) {
-    store.no_writes = true;
+  else if (!__atomic_exchange_n (&store.no_writes, true, __ATOMIC_RELAXED)) {
     nbdkit_debug ("cache: writing a block failed (%s): none written from "
                   "now on", strerror (err));
   }
@@ -313,11 +329,23 @@ store_finish (int fd, const char *tmp, uint64_t block, const char *data)
   return true;
 }
 
+static bool write_block (uint64_t block, const char *data);
+
 /* Block's whole bytes, fetched: into a file of its own, then renamed into
- * place.  Readers see the old file or the new, never a part.
+ * place.  Readers see the old file or the new, never a part.  This
+ * process's claim of the block goes once it is in place (or not).
  */
 bool
-store_put (uint64_t block, const char *data)
+store_write_block (uint64_t block, const char *data)
+{
+  bool ok = write_block (block, data);
+
+  store_unclaim (block);
+  return ok;
+}
+
+static bool
+write_block (uint64_t block, const char *data)
 {
   char tmp[128];
   uint32_t len = store_block_len (block);

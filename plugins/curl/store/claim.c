@@ -9,9 +9,9 @@
  * one process gets it and the others EEXIST.  So a claim costs no inode
  * of its own (ext4 slows down when many are made and deleted).  Until the
  * block's header is written, the file starts with its host and pid.  A
- * claim is only a hint.  Whoever waits gives up after
- * WAIT_NS and fetches the block itself, and a claim whose process is
- * gone (same host) or which is older than STALE_SECS is taken over.
+ * claim is only a hint.  Whoever waits gives up after a while
+ * (cache/cache.c) and fetches the block itself.  A claim whose process
+ * is gone (same host), or older than STALE_SECS, is taken over.
  * Two fetches of one block cost bytes, never correctness: both write
  * the same block, and rename keeps one.
  */
@@ -30,12 +30,11 @@
 
 #include "store/store.h"
 
-#define WAIT_NS (INT64_C (5) * 1000000000)
 #define STALE_SECS 120
 #define MAX_MINE 64
 
 /* This process's claims, so that its own threads wait too: each with
- * the block's file, open, until store_put writes it.
+ * the block's file, open, until block.c writes it.
  */
 struct mine {
   uint64_t block;
@@ -57,7 +56,9 @@ mine_locked (uint64_t block)
   return NULL;
 }
 
-/* Whether the claim file name is stale: its process gone, or too old. */
+/* Whether the claim file name is stale: its process gone, or too old,
+ * or not a claim any process made (a symlink, a FIFO, a directory).
+ */
 static bool
 stale (const char *name)
 {
@@ -69,7 +70,7 @@ stale (const char *name)
   fd = openat (store.objfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
                O_CLOEXEC);
   if (fd == -1)
-    return false;               /* gone: the caller tries again */
+    return errno != ENOENT;     /* gone: the caller tries again */
   r = fstat (fd, &st) == 0 && S_ISREG (st.st_mode)
     ? read (fd, text, sizeof text - 1) : -1;
   close (fd);
@@ -113,8 +114,8 @@ link_claim (const char *name, struct mine *m)
 }
 
 /* Claim block before fetching it whole: CLAIM_MINE to fetch it (then
- * store_put, and store_unclaim in any case), CLAIM_OTHERS to wait
- * (store_await), or CLAIM_NONE when no claim could be made (fetch it
+ * store_put, which lets the claim go, or store_unclaim), CLAIM_OTHERS to
+ * wait for it, or CLAIM_NONE when no claim could be made (fetch it
  * anyway).
  */
 enum store_claim
@@ -124,8 +125,6 @@ store_claim (uint64_t block)
   char name[40];
   int tries, r = -2;
 
-  if (!store_may_write ())
-    return CLAIM_NONE;
   pthread_mutex_lock (&lock);
   if (mine_locked (block) != NULL || nmine == MAX_MINE) {
     r = mine_locked (block) != NULL;
@@ -153,7 +152,7 @@ store_claim (uint64_t block)
   return r == 0 ? CLAIM_MINE : r == -1 ? CLAIM_OTHERS : CLAIM_NONE;
 }
 
-/* The claimed block's file, for store_put to write (it then owns fd and
+/* The claimed block's file, for block.c to write (it then owns fd and
  * the name): false if block is not claimed here.
  */
 bool
@@ -172,7 +171,7 @@ store_claimed_file (uint64_t block, int *fd, char *tmp, size_t size)
 }
 
 /* The fetch is over, the block written or not: the claim goes, and the
- * file if store_put did not take it.
+ * file if block.c did not take it.
  */
 void
 store_unclaim (uint64_t block)
@@ -213,34 +212,5 @@ store_claimed (uint64_t block)
   pthread_mutex_unlock (&lock);
   snprintf (name, sizeof name, "%" PRIu64 ".claim", block);
   return fstatat (store.objfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-    !stale (name);
-}
-
-/* Wait for a claimed block, then read [off, off+len) of it: true if it
- * came.  False when the claim went without the block, or after WAIT_NS:
- * the caller fetches it.  The wait sleeps, from 1 ms doubling to 16 ms.
- */
-bool
-store_await (uint64_t block, char *buf, uint32_t off, uint32_t len)
-{
-  int64_t end = clock_ns () + WAIT_NS;
-  long sleep_ns = 1000000;
-  struct timespec ts;
-
-  while (clock_ns () < end) {
-    ts.tv_sec = 0;
-    ts.tv_nsec = sleep_ns;
-    nanosleep (&ts, NULL);
-    if (sleep_ns < 16000000)
-      sleep_ns *= 2;
-    if (store_get (block, buf, off, len) > 0) {
-      __atomic_add_fetch (&store.counts.waited, 1, __ATOMIC_RELAXED);
-      return true;
-    }
-    if (!store_claimed (block))
-      return store_get (block, buf, off, len) > 0;
-  }
-  nbdkit_debug ("cache: block %" PRIu64 " was claimed but did not come in "
-                "%d s: fetched here", block, (int) (WAIT_NS / 1000000000));
-  return false;
+    S_ISREG (st.st_mode) && !stale (name);
 }

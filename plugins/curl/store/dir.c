@@ -41,17 +41,21 @@ owned_safely (const struct stat *st, bool sticky_ok)
   return (st->st_mode & 022) == 0 || (sticky_ok && (st->st_mode & S_ISVTX));
 }
 
-/* Every directory above path (resolved), as owned_safely says. */
+/* Every directory above path (resolved), and path itself when self, as
+ * owned_safely says.
+ */
 static int
-check_ancestors (const char *path)
+check_ancestors (const char *path, bool self)
 {
-  char real[PATH_MAX], *slash;
+  char real[PATH_MAX + 2], *slash;
   struct stat st;
 
   if (realpath (path, real) == NULL) {
     nbdkit_error ("cache-dir: %s: %m", path);
     return -1;
   }
+  if (self)
+    strcat (real, strcmp (real, "/") == 0 ? "." : "/.");
   for (;;) {
     slash = strrchr (real, '/');
     if (slash == NULL)
@@ -73,16 +77,41 @@ check_ancestors (const char *path)
   return 0;
 }
 
-/* cache-dir=: made if missing, checked, and opened for good. */
+/* The folder that path is in (".", for a name alone), into buf. */
+static void
+parent_of (const char *path, char *buf, size_t size)
+{
+  const char *slash = strrchr (path, '/');
+
+  if (slash == NULL)
+    snprintf (buf, size, ".");
+  else if (slash == path)
+    snprintf (buf, size, "/");
+  else
+    snprintf (buf, size, "%.*s", (int) (slash - path), path);
+}
+
+/* cache-dir=: made if missing (once the folders above it are found
+ * safe), checked, and opened for good.
+ */
 int
 store_check_dir (const char *path)
 {
   struct stat st, st2;
+  char parent[PATH_MAX];
 
-  if (lstat (path, &st) == -1 && errno == ENOENT &&
-      mkdir (path, 0700) == -1 && errno != EEXIST) {
-    nbdkit_error ("cache-dir: cannot make %s: %m", path);
+  if (strlen (path) >= PATH_MAX) {
+    nbdkit_error ("cache-dir: the path is too long");
     return -1;
+  }
+  if (lstat (path, &st) == -1 && errno == ENOENT) {
+    parent_of (path, parent, sizeof parent);
+    if (check_ancestors (parent, true) == -1)
+      return -1;
+    if (mkdir (path, 0700) == -1 && errno != EEXIST) {
+      nbdkit_error ("cache-dir: cannot make %s: %m", path);
+      return -1;
+    }
   }
   if (lstat (path, &st) == -1) {
     nbdkit_error ("cache-dir: %s: %m", path);
@@ -104,7 +133,7 @@ store_check_dir (const char *path)
                   path, (unsigned) (st.st_mode & 07777));
     return -1;
   }
-  if (check_ancestors (path) == -1)
+  if (check_ancestors (path, false) == -1)
     return -1;
   store.dirfd = open (path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (store.dirfd == -1 || fstat (store.dirfd, &st2) == -1 ||
@@ -134,8 +163,12 @@ key_file (const char *key)
     nbdkit_debug ("cache: %s/key holds another key: rewritten",
                   store.hash_hex);
   }
+  /* A name of its own, made anew: O_EXCL, so that nothing planted under
+   * it (a hard link to a file elsewhere) is written through.
+   */
   snprintf (tmp, sizeof tmp, "key.%s.%d.tmp", store.host, (int) getpid ());
-  fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+  unlinkat (store.objfd, tmp, 0);
+  fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
                O_CLOEXEC, 0600);
   if (fd == -1)
     return false;

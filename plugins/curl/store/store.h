@@ -5,8 +5,9 @@
  * The store: the object's blocks on local disk, kept after nbdkit exits
  * (cache-dir=).  dir.c checks the directory and opens one object's
  * folder in it.  block.c writes and reads back one block file, with a
- * digest per chunk.  part.c assembles blocks that reads cover in pieces.
- * claim.c tells other processes that a block is on its way.  evict.c
+ * digest per chunk.  write.c writes blocks off the reader's path.
+ * part.c assembles blocks that reads cover in pieces.  claim.c tells
+ * other processes that a block is on its way.  evict.c
  * keeps the directory under cache-size= and the disk from filling.  It
  * knows nothing of HTTP or of the read chain: cache/cache.c gives it a
  * key and asks for blocks.  This folder uses the base only.
@@ -72,11 +73,19 @@ extern void store_close (void);
 
 /* block.c */
 extern uint32_t store_block_len (uint64_t block);
-extern int store_get (uint64_t block, char *buf, uint32_t off, uint32_t len);
-extern bool store_put (uint64_t block, const char *data);
+extern uint32_t store_chunks (uint32_t off, uint32_t len);
+extern int store_get (uint64_t block, char *buf, uint32_t off, uint32_t len,
+                      uint32_t *bad);
+extern bool store_write_block (uint64_t block, const char *data);
 extern bool store_finish (int fd, const char *tmp, uint64_t block,
                           const char *data);
 extern bool store_may_write (void);
+
+/* write.c: blocks written by a thread of their own. */
+extern bool store_put (uint64_t block, const char *data);
+extern void store_write_start (void);
+extern void store_write_flush (void);
+extern void store_write_stop (void);
 
 /* part.c */
 extern void store_part (uint64_t block, uint32_t off, const char *data,
@@ -91,8 +100,6 @@ extern bool store_claimed_file (uint64_t block, int *fd, char *tmp,
                                 size_t size);
 extern void store_unclaim (uint64_t block);
 extern bool store_claimed (uint64_t block);
-extern bool store_await (uint64_t block, char *buf, uint32_t off,
-                         uint32_t len);
 
 /* evict.c */
 extern void store_evict_start (void);
