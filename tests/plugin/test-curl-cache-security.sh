@@ -42,6 +42,9 @@
 #        keytmp     a hard link to a file outside, planted under the
 #                   name nbdkit writes the key under before renaming it
 #                   (key.HOST.PID.tmp: a slow probe gives the time)
+#  (c) Secrets: a url= with user:password@, a token in its query and a
+#      presigned signature: none of them is written into the cache
+#      directory (the key file shows the query as a digest).
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -303,6 +306,20 @@ elif ! cmp -s "$tmp/outside.before" "$tmp/outside.after"; then
   case_done keytmp "BAD: the file outside was truncated and written: $got"
 else
   case_done keytmp "the outside file kept its bytes"
+fi
+
+# ----------------------------------------------------------------------
+# (c) No secret of the URL goes to disk.
+surl="http://u:pw-s3cr1t@127.0.0.1:$port/disk.img?token=tok-s3cr1t"
+surl="$surl&X-Amz-Expires=600&X-Amz-Signature=sig-s3cr1t"
+timeout "$client_timeout" "${NBDKIT[@]}" -r -U - "$PLUGIN" "$surl" \
+  cache-dir="$tmp/ds" --run 'nbdcopy "$uri" null:' 2>"$tmp/secrets.err" ||
+  fail "(c) the copy failed: $(tail -3 "$tmp/secrets.err")"
+[ -n "$(find "$tmp/ds" -name '*.blk')" ] || fail "(c) nothing was kept"
+if grep -rl s3cr1t "$tmp/ds" >/dev/null; then
+  case_done secrets "BAD: a secret is in $(grep -rl s3cr1t "$tmp/ds")"
+else
+  case_done secrets "no password, token or signature in the directory"
 fi
 
 cases_end

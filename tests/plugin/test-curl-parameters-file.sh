@@ -15,8 +15,9 @@
 # pin-object (not used for file:, object/object.c), mirror-same-etag (no
 # mirrors: nothing to prove), readahead, readahead-size
 # (no read-ahead for file:, read/readahead.c), checksum (the file's own: the
-# copy reads it in order), http-version where libcurl
-# has that version.  cookiejar is written at exit (libcurl's header, no
+# copy reads it in order), cache-dir, cache-size and cache-fill (a file:
+# URL has no ETag, so nothing is kept: cache/cache.c), http-version where
+# libcurl has that version.  cookiejar is written at exit (libcurl's header, no
 # cookies).  The scripts of header-script= and cookie-script= run at
 # start-up even for file: (script_init does not look at the scheme).
 # Refused at start-up, with a message naming the cause:
@@ -122,6 +123,11 @@ ok readahead readahead=false
 ok readahead-size readahead-size=4M
 ok readahead-size-0 readahead-size=0
 ok checksum "checksum=sha256:$(sha256sum <"$tmp/disk.img" | cut -d' ' -f1)"
+ok cache-dir "cache-dir=$tmp/cachedir"
+ok cache-size "cache-dir=$tmp/cachedir" cache-size=16M
+ok cache-fill "cache-dir=$tmp/cachedir" cache-fill=true
+refused cache-size-alone "cache-size= and cache-fill= need cache-dir=" \
+  cache-size=16M
 ok sslverify sslverify=false
 ok cainfo "cainfo=$tmp/cert.pem"
 ok capath "capath=$tmp/capath"

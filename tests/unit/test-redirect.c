@@ -307,6 +307,32 @@ renewals (void)
                                 "https://a.example/xy?Expires=1"),
          "a longer path");
 
+  /* The URL the cache keys an object by: no signature, no credentials,
+   * the other parameters sorted.
+   */
+  {
+    char k[256];
+
+    CHECK (presigned_object_url ("https://u:p%40w@a.example:8443/b/x.img?"
+                                 "versionId=7&X-Amz-Signature=ab&"
+                                 "X-Amz-Date=20260101T000000Z&"
+                                 "X-Amz-Expires=600&acl=1#frag",
+                                 k, sizeof k) &&
+           strcmp (k, "https://a.example:8443/b/x.img?acl=1&versionId=7")
+           == 0, "keyed: credentials and signature out, the rest sorted");
+    CHECK (presigned_object_url ("http://a.example/x@y?"
+                                 "se=2026-01-01T00:00:00Z&sig=2&sp=r",
+                                 k, sizeof k) &&
+           strcmp (k, "http://a.example/x@y") == 0,
+           "keyed: an @ in the path stays, Azure's keys go");
+    CHECK (presigned_object_url ("http://a.example/get?sv=x2.img&b=1",
+                                 k, sizeof k) &&
+           strcmp (k, "http://a.example/get?b=1&sv=x2.img") == 0,
+           "keyed: a URL that is not presigned keeps every parameter");
+    CHECK (!presigned_object_url ("https://a.example/very-long-path", k, 10),
+           "keyed: a URL too long for the buffer is refused");
+  }
+
   target_unload ();
 }
 

@@ -74,7 +74,7 @@ open_dir (const char *dir, uint64_t limit)
 
   cur = dir;
   path (p, sizeof p, "%s", dir);
-  if (store_check_dir (p) == -1 || !store_open (KEY, SIZE, limit)) {
+  if (store_check_dir (p) == -1 || !store_open (KEY, KEY, SIZE, limit)) {
     fprintf (stderr, "test-store: cannot open %s: %s\n", p,
              stub_last_error ());
     exit (1);
@@ -211,7 +211,7 @@ other_object_refused (void)
   path (dir2, sizeof dir2, "d");
   if (store_check_dir (dir2) == -1 ||
       !store_open ("url http://127.0.0.1/x\nsize 5255225\netag \"2\"\n",
-                   SIZE, 0))
+                   "another", SIZE, 0))
     exit (1);
   store_put (1, image + STORE_BLOCK);
   block_file (g, sizeof g, 1);

@@ -24,6 +24,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include <openssl/evp.h>
+
 #include <nbdkit-plugin.h>
 
 #include "cache/cache.h"
@@ -63,9 +65,34 @@ cache_config (void)
   return store_check_dir (cfg.cache_dir);
 }
 
-/* The object's key into buf: false (and why) if it has none. */
+/* url's query, if any, replaced by its SHA-256 (for the key file), in
+ * size bytes.
+ */
+static void
+query_digest (char *url, size_t size)
+{
+  char *q = strchr (url, '?');
+  unsigned char d[32];
+  unsigned i, n = 0;
+
+  if (q == NULL)
+    return;
+  if ((size_t) (q - url) + 2 * sizeof d + 9 > size) {
+    q[1] = '\0';
+    return;
+  }
+  EVP_Digest (q + 1, strlen (q + 1), d, &n, EVP_sha256 (), NULL);
+  strcpy (q, "?sha256=");
+  for (i = 0; i < n; i++)
+    snprintf (q + 8 + 2 * i, 3, "%02x", d[i]);
+}
+
+/* The object's key into buf, and into shown the same with the URL's
+ * query (which may hold a token) as a digest: false (and why) if it has
+ * none.
+ */
 static bool
-make_key (char *buf, size_t size, const char **why)
+make_key (char *buf, char *shown, size_t size, const char **why)
 {
   char hex[2 * sizeof cfg.checksum.digest + 1];
   CLEANUP_FREE char *given = NULL;
@@ -77,6 +104,7 @@ make_key (char *buf, size_t size, const char **why)
     digests_hex (cfg.checksum.digest, cfg.checksum.len, hex);
     snprintf (buf, size, "checksum %s:%s\nsize %" PRIi64 "\n",
               cfg.checksum.algo, hex, object.size);
+    snprintf (shown, size, "%s", buf);
     return true;
   }
   if (object.etag[0] == '\0' || strncmp (object.etag, "W/", 2) == 0) {
@@ -89,11 +117,18 @@ make_key (char *buf, size_t size, const char **why)
   }
   if (cfg.url_script != NULL && script_url (&given, &serial) == 0)
     u = given;
-  if (u == NULL || !presigned_object_url (u, url, sizeof url)) {
+  if (u == NULL) {
+    *why = "url-script gave no URL";
+    return false;
+  }
+  if (!presigned_object_url (u, url, sizeof url)) {
     *why = "the URL is too long to key";
     return false;
   }
   snprintf (buf, size, "url %s\nsize %" PRIi64 "\netag %s\n", url,
+            object.size, object.etag);
+  query_digest (url, sizeof url);
+  snprintf (shown, size, "url %s\nsize %" PRIi64 "\netag %s\n", url,
             object.size, object.etag);
   return true;
 }
@@ -102,17 +137,17 @@ make_key (char *buf, size_t size, const char **why)
 void
 cache_ready (void)
 {
-  char key[8192];
+  char key[8192], shown[8192];
   const char *why = NULL;
 
   if (cfg.cache_dir == NULL || object.size <= 0)
     return;
-  if (!make_key (key, sizeof key, &why)) {
+  if (!make_key (key, shown, sizeof key, &why)) {
     nbdkit_debug ("cache: %s: nothing is kept across runs", why);
     store_close ();
     return;
   }
-  if (!store_open (key, object.size, cfg.cache_size))
+  if (!store_open (key, shown, object.size, cfg.cache_size))
     return;
   on = true;
   nbdkit_debug ("cache: %s/%s: keyed by %s", cfg.cache_dir, store.hash_hex,

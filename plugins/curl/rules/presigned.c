@@ -261,6 +261,38 @@ object_params (const char *url, struct param **out, size_t *count)
   return true;
 }
 
+/* Every parameter of url's query, sorted, as object_params gives them. */
+static bool
+all_params (const char *url, struct param **out, size_t *count)
+{
+  const char *p = url + strcspn (url, "?#"), *end;
+  size_t max = 1, n = 0;
+  struct param *v;
+
+  *out = NULL;
+  *count = 0;
+  if (*p != '?')
+    return true;
+  p++;
+  for (end = p; *end != '\0' && *end != '#'; end++)
+    max += *end == '&';
+  v = malloc (max * sizeof *v);
+  if (v == NULL)
+    return false;
+  for (;;) {
+    end = p + strcspn (p, "&#");
+    if (end > p)
+      v[n++] = (struct param) { .p = p, .len = end - p };
+    if (*end != '&')
+      break;
+    p = end + 1;
+  }
+  qsort (v, n, sizeof *v, compare_params);
+  *out = v;
+  *count = n;
+  return true;
+}
+
 /* Whether two chain ends are the same target: the same URL or, for
  * presigned URLs (both carry an expiry: presigned_expiry), the same URL
  * up to its query (scheme, host, port, path), and the same query
@@ -292,22 +324,37 @@ presigned_same_target (const char *a, const char *b)
   return same;
 }
 
-/* url as the cache keys it (cache/cache.c): up to its query as given,
- * then the parameters that may name its object (object_params), sorted,
- * so that a presigned URL signed again, or with its parameters in
- * another order, keys the same.  The fragment is never sent.  False if
- * it does not fit in size bytes.
+/* url as the cache keys it (cache/cache.c): up to its query as given
+ * but without user:password@, then its query's parameters, sorted.  Of a
+ * presigned URL (one with an expiry: presigned_expiry) only those that
+ * may name its object (object_params), so that it keys the same signed
+ * again; another URL's parameters all name it (a plain ?sv=2 is not
+ * Azure's).  Credentials name no object, and the key goes to disk.  The
+ * fragment is never sent.  False if it does not fit in size bytes.
  */
 bool
 presigned_object_url (const char *url, char *out, size_t size)
 {
-  size_t n = strcspn (url, "?#"), count, i, len;
+  size_t n = strcspn (url, "?#"), count, i, len, auth;
+  const char *host = strstr (url, "://"), *at;
   struct param *v = NULL;
 
-  if (n >= size || !object_params (url, &v, &count))
+  if (n >= size || !(presigned_expiry (url) >= 0
+                     ? object_params (url, &v, &count)
+                     : all_params (url, &v, &count)))
     return false;
   memcpy (out, url, n);
   len = n;
+  /* user:password@ ends at the last @ before the path. */
+  if (host != NULL && (size_t) (host - url) < n) {
+    host += 3;
+    auth = strcspn (host, "/?#");
+    at = memrchr (host, '@', auth);
+    if (at != NULL) {
+      memmove (out + (host - url), out + (at + 1 - url), n - (at + 1 - url));
+      len -= at + 1 - host;
+    }
+  }
   for (i = 0; i < count; i++) {
     if (len + 1 + v[i].len >= size) {
       free (v);

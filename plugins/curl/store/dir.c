@@ -237,10 +237,12 @@ host_name (void)
 }
 
 /* The object's folder for key: false (the cache off, -v says why) when
- * it cannot be used.
+ * it cannot be used.  The key file holds shown, the key as people may
+ * read it on disk.
  */
 bool
-store_open (const char *key, uint64_t size, uint64_t limit)
+store_open (const char *key, const char *shown, uint64_t size,
+            uint64_t limit)
 {
   struct stat st;
 
@@ -261,7 +263,7 @@ store_open (const char *key, uint64_t size, uint64_t limit)
   }
   store.present = calloc (store.nblocks / 8 + 1, 1);
   store.touched = calloc (store.nblocks + 1, sizeof *store.touched);
-  if (store.present == NULL || store.touched == NULL || !key_file (key))
+  if (store.present == NULL || store.touched == NULL || !key_file (shown))
     goto fail;
   scan_present ();
   return true;

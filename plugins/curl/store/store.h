@@ -62,7 +62,8 @@ extern struct store store;
 
 /* dir.c */
 extern int store_check_dir (const char *path);
-extern bool store_open (const char *key, uint64_t size, uint64_t limit);
+extern bool store_open (const char *key, const char *shown, uint64_t size,
+                        uint64_t limit);
 extern bool store_on (void);
 extern bool store_has (uint64_t block);
 extern uint64_t store_cached_from (uint64_t offset, uint64_t end);
