@@ -30,6 +30,7 @@
 static struct read_link links[MAX_LINKS];
 static const struct read_link *top;
 static const struct read_link *below_cache;
+static const struct read_link *for_fill;   /* below read-ahead */
 
 /* The object's first bytes, which the probe kept: no round trip. */
 static int
@@ -65,6 +66,8 @@ chain_build (void)
     links[n].next = below;
     if (all[i].pread == cache_link)
       below_cache = below;
+    if (all[i].pread == readahead_link)
+      for_fill = below;
     below = &links[n++];
   }
   top = below;
@@ -74,11 +77,14 @@ chain_build (void)
   nbdkit_debug ("read chain: %s", names);
 }
 
-/* Once nbdkit runs: the cache's fill reads through the links below it. */
+/* Once nbdkit runs: the cache's fill reads through the links below
+ * read-ahead, since it paces its own reads, which read-ahead would
+ * stream ahead of.
+ */
 void
 chain_start (void)
 {
-  cache_start (below_cache);
+  cache_start (for_fill != NULL ? for_fill : below_cache);
 }
 
 int

@@ -6,10 +6,14 @@
  * into the cache in the background.  A VM booted from a URL then comes
  * to read from local disk only, and keeps running if the origin goes.
  * WORKERS threads take runs of RUN blocks in order, each a read of its
- * own down the links below the cache, so several are in flight.  Clients
- * go first: a worker starts a run only when no client has read for
- * IDLE_NS.  It claims its blocks as a client's read would (store/claim.c),
- * so fills in several processes share the work.
+ * own down the links below the cache, so several are in flight: enough
+ * to fill a long link.  Clients go first.  While one has read in the last
+ * IDLE_NS, one worker alone fetches one block at a time, in reads of
+ * TRICKLE bytes, each GAP_NS after a client's read began: a client's read
+ * then finds at most that much of the fill ahead of it on the link, not
+ * all of the runs.  A
+ * worker claims its blocks as a client's read would (store/claim.c), so
+ * fills in several processes share the work.
  */
 
 #include <config.h>
@@ -23,7 +27,9 @@
 
 #define WORKERS 4
 #define RUN 4                           /* blocks a worker asks for at once */
-#define IDLE_NS (INT64_C (100) * 1000000)
+#define IDLE_NS (INT64_C (500) * 1000000)
+#define GAP_NS (INT64_C (5) * 1000000)
+#define TRICKLE (256 * 1024)            /* beside a client, a read's bytes */
 
 static struct {
   pthread_mutex_t lock;
@@ -31,6 +37,7 @@ static struct {
   const struct read_link *below;
   pthread_t thread[WORKERS];
   unsigned nthreads, running;
+  unsigned fetching;                    /* workers in a fetch now */
   bool stop;
   uint64_t next;                        /* the next block to look at */
   uint64_t filled, shown;               /* blocks this fill wrote */
@@ -48,12 +55,15 @@ fill_note_read (void)
   __atomic_store_n (&last_read_ns, clock_ns (), __ATOMIC_RELAXED);
 }
 
-/* Sleep while a client reads, or until stopped: false if stopped. */
+/* Wait for this worker's turn: *run gets how many blocks it may fetch
+ * (RUN with no client about, else 1), and it counts as fetching until
+ * fetched.  False if stopped.
+ */
 static bool
-wait_idle (void)
+wait_turn (unsigned *run)
 {
   struct timespec ts;
-  int64_t last, now;
+  int64_t last, now, wake;
   bool stop;
 
   pthread_mutex_lock (&fill.lock);
@@ -62,19 +72,38 @@ wait_idle (void)
       break;
     last = __atomic_load_n (&last_read_ns, __ATOMIC_RELAXED);
     now = clock_ns ();
-    if (last == 0 || now - last >= IDLE_NS)
+    if (last == 0 || now - last >= IDLE_NS) {
+      *run = RUN;
       break;
-    ts = clock_at (last + IDLE_NS);
+    }
+    if (fill.fetching == 0 && now - last >= GAP_NS) {
+      *run = 1;
+      break;
+    }
+    wake = fill.fetching == 0 ? last + GAP_NS : last + IDLE_NS;
+    ts = clock_at (wake);
     pthread_cond_timedwait (&fill.cond, &fill.lock, &ts);
   }
   stop = fill.stop;
+  if (!stop)
+    fill.fetching++;
   pthread_mutex_unlock (&fill.lock);
   return !stop;
 }
 
-/* The next run of blocks not on disk, claimed: its first and count. */
+static void
+fetched (void)
+{
+  LOCK_FOR_SCOPE (&fill.lock);
+  fill.fetching--;
+  pthread_cond_broadcast (&fill.cond);
+}
+
+/* The next run of blocks not on disk, up to max, claimed: its first
+ * and count.
+ */
 static unsigned
-take_run (uint64_t *first)
+take_run (uint64_t *first, unsigned max)
 {
   unsigned n = 0;
   enum store_claim c;
@@ -83,7 +112,7 @@ take_run (uint64_t *first)
   while (fill.next < store.nblocks && store_has (fill.next))
     fill.next++;
   *first = fill.next;
-  while (n < RUN && fill.next < store.nblocks && !store_has (fill.next) &&
+  while (n < max && fill.next < store.nblocks && !store_has (fill.next) &&
          store_may_write ()) {
     c = store_claim (fill.next);
     if (c == CLAIM_OTHERS) {
@@ -111,17 +140,41 @@ progress (void)
                 (clock_ns () - fill.start_ns) / 1e9);
 }
 
-/* Fetch one run and keep its blocks: false if the read failed. */
+/* Sleep until GAP_NS after a client's last read began. */
+static void
+after_gap (void)
+{
+  int64_t wake = __atomic_load_n (&last_read_ns, __ATOMIC_RELAXED) + GAP_NS;
+  struct timespec ts;
+
+  if (clock_ns () < wake) {
+    ts = clock_at (wake);
+    pthread_mutex_lock (&fill.lock);
+    pthread_cond_timedwait (&fill.cond, &fill.lock, &ts);
+    pthread_mutex_unlock (&fill.lock);
+  }
+}
+
+/* Fetch one run and keep its blocks: false if the read failed.  Beside
+ * a client (one block), in reads of TRICKLE bytes, each after a gap.
+ */
 static bool
-fetch_run (struct ra_client *own, char *buf, uint64_t first, unsigned n)
+fetch_run (struct ra_client *own, char *buf, uint64_t first, unsigned n,
+           bool beside)
 {
   struct read_op op = { .client = own, .buf = buf, .offset =
                         first * STORE_BLOCK };
-  uint64_t b;
-  bool ok;
+  uint64_t b, end;
+  bool ok = true;
 
-  op.count = min64 ((uint64_t) n * STORE_BLOCK, store.size - op.offset);
-  ok = read_next (fill.below, &op) == 0;
+  end = op.offset + min64 ((uint64_t) n * STORE_BLOCK,
+                           store.size - op.offset);
+  for (; ok && op.offset < end; op.offset += op.count, op.buf += op.count) {
+    op.count = min64 (beside ? TRICKLE : end - op.offset, end - op.offset);
+    if (beside)
+      after_gap ();
+    ok = read_next (fill.below, &op) == 0;
+  }
   for (b = first; b < first + n; b++) {
     if (!ok)
       store_unclaim (b);
@@ -139,15 +192,16 @@ worker (void *arg)
   struct ra_client own = { 0 };
   char *buf = malloc ((size_t) RUN * STORE_BLOCK);
   uint64_t first;
-  unsigned n, failures = 0;
+  unsigned n, run, failures = 0;
 
   object_piece_thread (&fill.stop);
-  while (buf != NULL && wait_idle () && failures < 3) {
-    n = take_run (&first);
+  while (buf != NULL && failures < 3 && wait_turn (&run)) {
+    n = take_run (&first, run);
+    if (n > 0 && !fetch_run (&own, buf, first, n, run == 1))
+      failures++;
+    fetched ();
     if (n == 0)
       break;
-    if (!fetch_run (&own, buf, first, n))
-      failures++;
     pthread_mutex_lock (&fill.lock);
     if (fill.filled >= fill.shown + store.nblocks / 10 + 1) {
       fill.shown = fill.filled;
@@ -158,6 +212,7 @@ worker (void *arg)
       pthread_mutex_unlock (&fill.lock);
   }
   free (buf);
+  readahead_close (&own);
   pthread_mutex_lock (&fill.lock);
   if (--fill.running == 0 && !fill.stop) {
     pthread_mutex_unlock (&fill.lock);
