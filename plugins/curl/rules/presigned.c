@@ -226,11 +226,12 @@ compare_params (const void *va, const void *vb)
 }
 
 /* The parameters of url's query that may name its object (all but
- * those that only sign it), sorted, so that two lists compare as
- * multisets: into *out (to free) and *count.  False if out of memory.
+ * those that only sign it, unless all), sorted, so that two lists
+ * compare as multisets: into *out (to free) and *count.  False if out of
+ * memory.
  */
 static bool
-object_params (const char *url, struct param **out, size_t *count)
+query_params (const char *url, bool all, struct param **out, size_t *count)
 {
   const char *p = url + strcspn (url, "?#"), *end;
   size_t max = 1, n = 0, name;
@@ -249,39 +250,7 @@ object_params (const char *url, struct param **out, size_t *count)
   for (;;) {
     end = p + strcspn (p, "&#");
     name = strcspn (p, "=&#");
-    if (end > p && !presigned_param_only_signs (p, name))
-      v[n++] = (struct param) { .p = p, .len = end - p };
-    if (*end != '&')
-      break;
-    p = end + 1;
-  }
-  qsort (v, n, sizeof *v, compare_params);
-  *out = v;
-  *count = n;
-  return true;
-}
-
-/* Every parameter of url's query, sorted, as object_params gives them. */
-static bool
-all_params (const char *url, struct param **out, size_t *count)
-{
-  const char *p = url + strcspn (url, "?#"), *end;
-  size_t max = 1, n = 0;
-  struct param *v;
-
-  *out = NULL;
-  *count = 0;
-  if (*p != '?')
-    return true;
-  p++;
-  for (end = p; *end != '\0' && *end != '#'; end++)
-    max += *end == '&';
-  v = malloc (max * sizeof *v);
-  if (v == NULL)
-    return false;
-  for (;;) {
-    end = p + strcspn (p, "&#");
-    if (end > p)
+    if (end > p && (all || !presigned_param_only_signs (p, name)))
       v[n++] = (struct param) { .p = p, .len = end - p };
     if (*end != '&')
       break;
@@ -314,7 +283,8 @@ presigned_same_target (const char *a, const char *b)
   if (presigned_expiry (a) < 0 || presigned_expiry (b) < 0 ||
       strcspn (b, "?#") != n || strncmp (a, b, n) != 0)
     return false;
-  same = object_params (a, &pa, &na) && object_params (b, &pb, &nb) &&
+  same = query_params (a, false, &pa, &na) &&
+    query_params (b, false, &pb, &nb) &&
     na == nb;
   for (i = 0; same && i < na; i++)
     same = pa[i].len == pb[i].len &&
@@ -327,7 +297,7 @@ presigned_same_target (const char *a, const char *b)
 /* url as the cache keys it (cache/cache.c): up to its query as given
  * but without user:password@, then its query's parameters, sorted.  Of a
  * presigned URL (one with an expiry: presigned_expiry) only those that
- * may name its object (object_params), so that it keys the same signed
+ * may name its object (query_params), so that it keys the same signed
  * again; another URL's parameters all name it (a plain ?sv=2 is not
  * Azure's).  Credentials name no object, and the key goes to disk.  The
  * fragment is never sent.  False if it does not fit in size bytes.
@@ -339,9 +309,8 @@ presigned_object_url (const char *url, char *out, size_t size)
   const char *host = strstr (url, "://"), *at;
   struct param *v = NULL;
 
-  if (n >= size || !(presigned_expiry (url) >= 0
-                     ? object_params (url, &v, &count)
-                     : all_params (url, &v, &count)))
+  if (n >= size ||
+      !query_params (url, presigned_expiry (url) < 0, &v, &count))
     return false;
   memcpy (out, url, n);
   len = n;
