@@ -17,7 +17,8 @@
 #      one's (sound, but keyed to the other object) is fetched again.
 #  (b3) Replaced by other bytes of the same size and mtime (so the same
 #      nginx ETag): the first bytes differ from those kept, so nothing
-#      kept is served: byte-exact.
+#      kept is served: byte-exact.  (b4) The same with block 0 not on
+#      disk: the first bytes' digest is kept beside the key.
 #  (c) No strong validator (nginx `etag off`, or a weak W/ ETag): nothing
 #      is kept; each of two runs fetches the whole image, -v says
 #      "nothing is kept", the read chain has no `cache`, and no block
@@ -197,9 +198,17 @@ make_random_file "$tmp/third.img" "$size"
 cp "$tmp/third.img" "$image"
 touch -d @1600000000 "$image"
 cache_copy b3 "$tmp/third.img" "$url" "cache-dir=$dir"
-grep -q "first bytes differ from those kept" "$tmp/b3.err" ||
+grep -q "first bytes differ" "$tmp/b3.err" ||
   problem "(b3) -v does not say the first bytes differ"
-rm -rf "$tmp/old.img" "$tmp/new.img" "$tmp/third.img" "$tmp/cache-a"
+# (b4) The same once more, with block 0 not kept (evicted, or never read):
+# the digest of the first bytes is kept beside the key, not in block 0.
+make_random_file "$tmp/fourth.img" "$size"
+cp "$tmp/fourth.img" "$image"
+touch -d @1600000000 "$image"
+rm -f "$dir"/*/0.blk
+cache_copy b4 "$tmp/fourth.img" "$url" "cache-dir=$dir"
+rm -rf "$tmp/old.img" "$tmp/new.img" "$tmp/third.img" "$tmp/fourth.img" \
+  "$tmp/cache-a"
 
 # (c) No strong validator: nothing kept.
 for kind in noetag weak; do

@@ -16,7 +16,9 @@
 #      nothing and fetches it all.  (b4) A URL that serves other bytes
 #      under the same checksum=, read in part (no verdict): a later read
 #      through the right URL gets the right bytes, not those (blocks are
-#      shared only once the digest proved them).  (b5) checksum=md5:
+#      shared only once the digest proved them).  (b6) The same URL
+#      serving the other bytes, then replaced by the right ones (a new
+#      ETag): its old blocks are not served.  (b5) checksum=md5:
 #      not shared (md5 collisions can be made): the second URL fetches
 #      it all.
 #  (c) A presigned URL whose signature changes between runs: the query
@@ -158,6 +160,21 @@ for u in wrong disk; do
 done
 head -c 2097152 "$image" | cmp -s - "$tmp/b4disk.out" ||
   problem "(b4) the right URL got other bytes: another URL's, kept"
+# (b6) One URL, other bytes under checksum=, read in part; then the file
+# replaced by the right one (another mtime, so another ETag): its own
+# blocks were of the other version, and are not served.
+cp "$www/wrong.img" "$www/turn.img"
+touch -d '2020-01-01' "$www/turn.img"
+for v in wrong right; do
+  [ "$v" = right ] && cp "$image" "$www/turn.img"
+  start_nbdkit "b6$v" -r "$PLUGIN" "$base/x/turn.img" "cache-dir=$tmp/b6" \
+    "checksum=sha256:$sha"
+  nbdsh -u "$uri" -c "open ('$tmp/b6$v.out', 'wb').write (h.pread (2097152, 0))" ||
+    problem "(b6) the read of the $v version failed"
+  stop_nbdkit "b6$v"
+done
+head -c 2097152 "$image" | cmp -s - "$tmp/b6right.out" ||
+  problem "(b6) the replaced URL served its old version's blocks"
 md5=$(md5sum <"$image" | cut -d' ' -f1)
 run b5x "$base/x/disk.img" "cache-dir=$tmp/b5" "checksum=md5:$md5"
 run b5y "$base/y/disk.img" "cache-dir=$tmp/b5" "checksum=md5:$md5"

@@ -68,6 +68,11 @@ store_promote (void)
 {
 }
 
+void
+store_write_flush (void)
+{
+}
+
 static void
 check (bool ok, const char *fmt, ...)
 {

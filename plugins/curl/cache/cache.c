@@ -23,6 +23,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -95,6 +96,12 @@ query_digest (char *url, size_t size)
     snprintf (q + 8 + 2 * i, 3, "%02x", d[i]);
 }
 
+static bool
+strong_etag (void)
+{
+  return object.etag[0] != '\0' && strncmp (object.etag, "W/", 2) != 0;
+}
+
 /* The object's key into buf, and into shown the same with the URL's
  * query (which may hold a token) as a digest: false (and why) if it has
  * none.  With checksum=, the key is the digest, the size and the URL:
@@ -109,7 +116,7 @@ make_key (char *buf, char *shown, char *shared, size_t size,
 {
   char hex[2 * sizeof cfg.checksum.digest + 1];
   CLEANUP_FREE char *given = NULL;
-  char url[4096];
+  char url[4096], version[ETAG_SIZE + 16];
   const char *u = cfg.url;
   unsigned serial = 0;
 
@@ -120,7 +127,7 @@ make_key (char *buf, char *shown, char *shared, size_t size,
       snprintf (shared, size, "checksum %s:%s\nsize %" PRIi64 "\n",
                 cfg.checksum.algo, hex, object.size);
   }
-  else if (object.etag[0] == '\0' || strncmp (object.etag, "W/", 2) == 0) {
+  else if (!strong_etag ()) {
     *why = "the object has neither a strong ETag nor checksum=";
     return false;
   }
@@ -139,11 +146,22 @@ make_key (char *buf, char *shown, char *shared, size_t size,
     return false;
   }
   if (cfg.checksum.algo != NULL) {
-    snprintf (buf, size, "checksum %s:%s\nsize %" PRIi64 "\nurl %s\n",
-              cfg.checksum.algo, hex, object.size, url);
+    /* The URL's own blocks are of one version of what it serves: its
+     * strong ETag's, else of this run alone (a key no run will have
+     * again; store_close deletes them).
+     */
+    if (strong_etag ())
+      snprintf (version, sizeof version, "etag %s", object.etag);
+    else {
+      snprintf (version, sizeof version, "run %d.%" PRIi64, (int) getpid (),
+                clock_ns ());
+      store.ephemeral = true;
+    }
+    snprintf (buf, size, "checksum %s:%s\nsize %" PRIi64 "\nurl %s\n%s\n",
+              cfg.checksum.algo, hex, object.size, url, version);
     query_digest (url, sizeof url);
-    snprintf (shown, size, "checksum %s:%s\nsize %" PRIi64 "\nurl %s\n",
-              cfg.checksum.algo, hex, object.size, url);
+    snprintf (shown, size, "checksum %s:%s\nsize %" PRIi64 "\nurl %s\n%s\n",
+              cfg.checksum.algo, hex, object.size, url, version);
     return true;
   }
   snprintf (buf, size, "url %s\nsize %" PRIi64 "\netag %s\n", url,
@@ -180,28 +198,24 @@ etag_of_metadata (const char *etag, int64_t size)
   }
 }
 
-/* The probe's first bytes against those kept for block 0: an ETag made
- * of mtime and size stays the same for another file of that size and
- * mtime, but its first bytes seldom do.  If they differ, what is kept is
- * another object's, and goes.  It costs no request: the probe asked for
- * them anyway.
+/* The probe's first bytes, whose digest the object's folder keeps: an
+ * ETag of mtime and size stays the same for another file of that size
+ * and mtime, but its first bytes seldom do.  If they differ, what is
+ * kept is another object's, and goes (store_first).  It costs no
+ * request: the probe asked for them anyway.
  */
 static void
 check_first_bytes (void)
 {
-  char seen[FIRST_BYTES], kept[FIRST_BYTES];
-  uint32_t n = min64 (FIRST_BYTES, object.size), bad;
+  char seen[FIRST_BYTES];
+  uint32_t n = min64 (FIRST_BYTES, object.size);
+  unsigned char d[32];
+  unsigned len = 0;
 
-  if (!object_read_first (seen, n, 0) || store_get (0, kept, 0, n, &bad) <= 0)
+  if (!object_read_first (seen, n, 0))
     return;
-  /* Not a read of the client's: not counted as one. */
-  __atomic_sub_fetch (&store.counts.hit_bytes, n, __ATOMIC_RELAXED);
-  if (memcmp (seen, kept, n) == 0)
-    return;
-  nbdkit_debug ("cache: the object's first bytes differ from those kept "
-                "under its ETag %s: another object of the same size and "
-                "ETag was kept, and is dropped", object.etag);
-  store_drop_all ();
+  EVP_Digest (seen, n, d, &len, EVP_sha256 (), NULL);
+  store_first (d, len);
 }
 
 /* Once the probe knows the object: its folder, or the cache off. */
@@ -229,14 +243,13 @@ cache_ready (void)
                 : "url=, the size and the ETag",
                 shared[0] ? "; once proven, shared in " : "",
                 shared[0] ? store.shared_hex : "");
-  if (cfg.checksum.algo != NULL)
-    return;
-  if (etag_of_metadata (object.etag, object.size))
+  check_first_bytes ();
+  if (cfg.checksum.algo == NULL && etag_of_metadata (object.etag,
+                                                     object.size))
     nbdkit_debug ("cache: the ETag %s is the file's size and mtime: another "
                   "file of the same size and mtime would look the same "
                   "object (only its first bytes are compared); "
                   "checksum= keys by content", object.etag);
-  check_first_bytes ();
 }
 
 /* Once nbdkit runs: eviction, and the fill through the links below. */

@@ -281,6 +281,7 @@ verdict_locked (void)
   EVP_DigestFinal_ex (sum.ctx, got, &n);
   if (n == cfg.checksum.len && memcmp (got, cfg.checksum.digest, n) == 0) {
     sum.state = SUM_GOOD;
+    store_write_flush ();       /* what was served is written, then shared */
     store_promote ();
     nbdkit_debug ("checksum: the %s of all %" PRIi64 " bytes matches "
                   "checksum= (%" PRIu64 " bytes read a second time)",

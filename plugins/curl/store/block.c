@@ -179,6 +179,17 @@ store_chunks (uint32_t off, uint32_t len)
                      ~((UINT64_C (1) << c0) - 1));
 }
 
+/* The header digest of the file whose bytes block's read got whole, or
+ * that this process wrote: for store_promote.
+ */
+static void
+note_served (uint64_t block, uint64_t self)
+{
+  LOCK_FOR_SCOPE (&store.lock);
+  if (store.served != NULL)
+    store.served[block] = self;
+}
+
 /* A hit keeps its file young for eviction (evict.c): its mtime is
  * refreshed, at most once a minute.
  */
@@ -202,7 +213,8 @@ touch (int fd, uint64_t block)
  * if the header or the read did).  The bytes of those in buf are wrong.
  */
 static uint32_t
-read_checked (int fd, uint64_t block, char *buf, uint32_t off, uint32_t len)
+read_checked (int fd, uint64_t block, char *buf, uint32_t off, uint32_t len,
+              uint64_t *self)
 {
   struct header h;
   uint32_t blen = store_block_len (block), bad = store_chunks (off, len);
@@ -213,6 +225,7 @@ read_checked (int fd, uint64_t block, char *buf, uint32_t off, uint32_t len)
 
   if (pread (fd, &h, sizeof h, 0) != sizeof h || !header_ok (&h, block))
     return bad;
+  *self = le64toh (h.self);
   if (from != off || to != off + len) {
     p = tmp = malloc (to - from);
     if (tmp == NULL)
@@ -239,6 +252,7 @@ store_get (uint64_t block, char *buf, uint32_t off, uint32_t len,
   char name[32];
   struct stat st;
   uint32_t c, good;
+  uint64_t self = 0;
   int fd;
 
   *bad = store_chunks (off, len);
@@ -257,9 +271,11 @@ store_get (uint64_t block, char *buf, uint32_t off, uint32_t len,
     return 0;
   if (fstat (fd, &st) == 0 && S_ISREG (st.st_mode) &&
       st.st_size == STORE_HEADER + (off_t) store_block_len (block))
-    *bad = read_checked (fd, block, buf, off, len);
+    *bad = read_checked (fd, block, buf, off, len, &self);
   if (*bad == 0)
     touch (fd, block);
+  if (*bad == 0 && len == store_block_len (block))
+    note_served (block, self);
   close (fd);
   store_note_present (block, *bad == 0);
   /* The bytes served: those of the chunks that passed. */
@@ -329,6 +345,7 @@ store_finish (int fd, const char *tmp, uint64_t block, const char *data)
     return false;
   }
   store_note_present (block, true);
+  note_served (block, le64toh (h.self));
   __atomic_add_fetch (&store.counts.written, 1, __ATOMIC_RELAXED);
   store_wrote (STORE_HEADER + store_block_len (block));
   return true;
@@ -375,4 +392,55 @@ write_block (uint64_t block, const char *data)
     return false;
   }
   return store_finish (fd, tmp, block, data);
+}
+
+/* Whether the file name in folder fd is block's, with the header digest
+ * self.
+ */
+static bool
+file_is (int fd, const char *name, uint64_t block, uint64_t self)
+{
+  struct header h;
+  int f = openat (fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  bool ok;
+
+  if (f == -1)
+    return false;
+  ok = pread (f, &h, sizeof h, 0) == sizeof h && header_ok (&h, block) &&
+    le64toh (h.self) == self;
+  close (f);
+  return ok;
+}
+
+/* checksum= proved the bytes this process served: the blocks it wrote
+ * or served whole go to the folder every URL of that checksum reads.
+ * Each is first moved under a name of its own and then checked, so that
+ * a file another process put in its place since is not shared.
+ */
+void
+store_promote (void)
+{
+  char name[32], tmp[128];
+  uint64_t b, self, moved = 0;
+
+  if (!store_on () || store.sharedfd < 0)
+    return;
+  for (b = 0; b < store.nblocks; b++) {
+    pthread_mutex_lock (&store.lock);
+    self = store.served[b];
+    pthread_mutex_unlock (&store.lock);
+    if (self == 0)
+      continue;
+    snprintf (name, sizeof name, "%" PRIu64 ".blk", b);
+    store_tmp_name (tmp, sizeof tmp, b);
+    if (renameat (store.objfd, name, store.sharedfd, tmp) == -1)
+      continue;
+    if (file_is (store.sharedfd, tmp, b, self) &&
+        renameat (store.sharedfd, tmp, store.sharedfd, name) == 0)
+      moved++;
+    else
+      unlinkat (store.sharedfd, tmp, 0);
+  }
+  nbdkit_debug ("cache: %" PRIu64 " blocks proven by checksum= are now "
+                "shared with its other URLs (%s)", moved, store.shared_hex);
 }

@@ -328,7 +328,9 @@ store_open (const char *key, const char *shown, const char *shared,
   }
   store.present = calloc (store.nblocks / 8 + 1, 1);
   store.touched = calloc (store.nblocks + 1, sizeof *store.touched);
+  store.served = calloc (store.nblocks + 1, sizeof *store.served);
   if (store.present == NULL || store.touched == NULL ||
+      store.served == NULL ||
       !key_file (store.objfd, shown))
     goto fail;
   scan_present ();
@@ -393,6 +395,48 @@ store_tmp_name (char *name, size_t size, uint64_t block)
             __atomic_add_fetch (&seq, 1, __ATOMIC_RELAXED));
 }
 
+/* The digest of the object's first bytes (what the probe got), against
+ * the one kept in the folder's file "first": if they differ, the folder
+ * holds another object's blocks, which nothing else told apart (an ETag
+ * of mtime and size), and they go.  The digest is then kept.
+ */
+void
+store_first (const unsigned char *digest, size_t len)
+{
+  char have[64], tmp[128];
+  ssize_t r = -1;
+  int fd;
+
+  if (!store_on ())
+    return;
+  fd = openat (store.objfd, "first", O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+               O_CLOEXEC);
+  if (fd >= 0) {
+    r = read (fd, have, sizeof have);
+    close (fd);
+  }
+  if (r == (ssize_t) len && memcmp (have, digest, len) == 0)
+    return;
+  /* Different, or not known (the file lost): what is kept goes. */
+  if (r >= 0 || store_cached_from (0, store.size) < store.size) {
+    nbdkit_debug ("cache: the object's first bytes differ from those of "
+                  "the blocks kept under its key: another object's, "
+                  "dropped");
+    store_drop_all ();
+  }
+  snprintf (tmp, sizeof tmp, "first.%s.%d.tmp", store.host, (int) getpid ());
+  unlinkat (store.objfd, tmp, 0);
+  fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+               O_CLOEXEC, 0600);
+  if (fd == -1)
+    return;
+  r = write (fd, digest, len);
+  close (fd);
+  if (r != (ssize_t) len ||
+      renameat (store.objfd, tmp, store.objfd, "first") == -1)
+    unlinkat (store.objfd, tmp, 0);
+}
+
 /* checksum= failed: what this object's folder holds is another object's,
  * so none of it may be served again.
  */
@@ -412,28 +456,18 @@ store_drop_all (void)
   nbdkit_debug ("cache: %s: the object's blocks deleted", store.hash_hex);
 }
 
-/* checksum= proved this URL's blocks: into the folder every URL of
- * that checksum reads.
- */
-void
-store_promote (void)
-{
-  char name[32];
-  uint64_t b, moved = 0;
-
-  if (!store_on () || store.sharedfd < 0)
-    return;
-  for (b = 0; b < store.nblocks; b++) {
-    snprintf (name, sizeof name, "%" PRIu64 ".blk", b);
-    moved += renameat (store.objfd, name, store.sharedfd, name) == 0;
-  }
-  nbdkit_debug ("cache: %" PRIu64 " blocks proven by checksum= are now "
-                "shared with its other URLs (%s)", moved, store.shared_hex);
-}
 
 void
 store_close (void)
 {
+  /* A folder of this run alone: nothing in it will be used again. */
+  if (store.ephemeral && store.objfd >= 0) {
+    store_drop_all ();
+    unlinkat (store.objfd, "key", 0);
+    unlinkat (store.objfd, "first", 0);
+    unlinkat (store.dirfd, store.hash_hex, AT_REMOVEDIR);
+    store.ephemeral = false;
+  }
   if (store.objfd >= 0)
     close (store.objfd);
   if (store.sharedfd >= 0)
@@ -443,6 +477,8 @@ store_close (void)
   store.objfd = store.sharedfd = store.dirfd = -1;
   free (store.present);
   free (store.touched);
+  free (store.served);
   store.present = NULL;
   store.touched = NULL;
+  store.served = NULL;
 }

@@ -56,7 +56,12 @@ struct store {
   pthread_mutex_t lock;
   unsigned char *present;       /* a bit per block */
   uint32_t *touched;            /* a hit's last mtime refresh, seconds */
+  /* Each block's header digest as this process wrote it or served it
+   * whole (0: neither): store_promote moves only those files.
+   */
+  uint64_t *served;
   bool no_writes;               /* writing failed for good */
+  bool ephemeral;               /* objfd's blocks are of this run only */
   int64_t full_until_ns;        /* the disk was full: no writes until */
   struct store_counts counts;
 };
@@ -73,6 +78,7 @@ extern uint64_t store_cached_from (uint64_t offset, uint64_t end);
 extern void store_note_present (uint64_t block, bool present);
 extern void store_tmp_name (char *name, size_t size, uint64_t block);
 extern void store_drop_all (void);
+extern void store_first (const unsigned char *digest, size_t len);
 extern void store_close (void);
 
 /* block.c */
