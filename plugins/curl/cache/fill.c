@@ -40,6 +40,7 @@ static struct {
   unsigned fetching;                    /* workers in a fetch now */
   bool stop;
   uint64_t next;                        /* the next block to look at */
+  unsigned pass;                        /* 0, then 1 */
   uint64_t filled, shown;               /* blocks this fill wrote */
   int64_t start_ns;
 } fill = {
@@ -100,7 +101,8 @@ fetched (void)
 }
 
 /* The next run of blocks not on disk, up to max, claimed: its first
- * and count.
+ * and count.  0 at the end of the second pass, which takes the blocks
+ * that other processes claimed in the first and did not bring.
  */
 static unsigned
 take_run (uint64_t *first, unsigned max)
@@ -111,6 +113,12 @@ take_run (uint64_t *first, unsigned max)
   LOCK_FOR_SCOPE (&fill.lock);
   while (fill.next < store.nblocks && store_has (fill.next))
     fill.next++;
+  if (fill.next == store.nblocks && fill.pass == 0) {
+    fill.pass++;
+    fill.next = 0;
+    while (fill.next < store.nblocks && store_has (fill.next))
+      fill.next++;
+  }
   *first = fill.next;
   while (n < max && fill.next < store.nblocks && !store_has (fill.next) &&
          store_may_write ()) {
@@ -135,9 +143,25 @@ progress (void)
   for (b = 0; b < store.nblocks; b++)
     have += store_has (b);
   nbdkit_debug ("cache fill: %" PRIu64 " of %" PRIu64 " MiB cached "
-                "(%" PRIu64 "%%), %.1f s", have * STORE_BLOCK >> 20,
+                "(%" PRIu64 "%%), %.1f s",
+                min64 (have * STORE_BLOCK, store.size) >> 20,
                 store.size >> 20, 100 * have / store.nblocks,
                 (clock_ns () - fill.start_ns) / 1e9);
+}
+
+/* One second, or less if stopped: false if stopped. */
+static bool
+pause_a_second (void)
+{
+  struct timespec ts = clock_at (clock_ns () + INT64_C (1000000000));
+  bool stop;
+
+  pthread_mutex_lock (&fill.lock);
+  if (!fill.stop)
+    pthread_cond_timedwait (&fill.cond, &fill.lock, &ts);
+  stop = fill.stop;
+  pthread_mutex_unlock (&fill.lock);
+  return !stop;
 }
 
 /* Sleep until GAP_NS after a client's last read began. */
@@ -196,6 +220,13 @@ worker (void *arg)
 
   object_piece_thread (&fill.stop);
   while (buf != NULL && failures < 3 && wait_turn (&run)) {
+    /* The disk full or nearly: wait, as for a client, then look again. */
+    if (!store_may_write ()) {
+      fetched ();
+      if (!pause_a_second ())
+        break;
+      continue;
+    }
     n = take_run (&first, run);
     if (n > 0 && !fetch_run (&own, buf, first, n, run == 1))
       failures++;

@@ -183,6 +183,7 @@ compared_locked (void)
   if (!served_differ (&start, &end) || sum.state != SUM_RUNNING)
     return;
   sum.state = SUM_BAD;
+  store_write_flush ();        /* nothing queued written after */
   store_drop_all ();
   sum.why = "could not be verified: the object changed while it was read";
   nbdkit_error ("checksum: bytes %" PRIu64 "-%" PRIu64 " read again differ "
@@ -289,6 +290,7 @@ verdict_locked (void)
     return;
   }
   sum.state = SUM_BAD;
+  store_write_flush ();        /* nothing queued written after */
   store_drop_all ();
   sum.why = "is not checksum='s";
   digests_hex (got, n, got_hex);
