@@ -223,8 +223,9 @@ worker (void *arg)
     /* The disk full or nearly: wait, as for a client, then look again. */
     if (!store_may_write ()) {
       fetched ();
-      if (!pause_a_second ())
-        break;
+      if (__atomic_load_n (&store.no_writes, __ATOMIC_RELAXED) ||
+          !pause_a_second ())
+        break;                  /* writes failed for good, or stopped */
       continue;
     }
     n = take_run (&first, run);
