@@ -4,12 +4,14 @@
  *
  * The cache link (cache-dir=): blocks kept on disk by store/, served
  * without a request.  A block is kept under the object's identity, the
- * key.  With checksum= the key is the digest and the size, so any URL of
- * those bytes shares it.  Else it is url= (less the query keys that only
- * sign a presigned URL), the size and a strong ETag.  Without either,
- * nothing tells this object from the next one at that URL, so nothing is
- * kept.  The probe found the ETag, and pinning holds every read to it, so
- * the key costs no request and a replaced object gets a new one.
+ * key: url= (less its credentials, and for a presigned URL the query
+ * keys that only sign it), the size and a strong ETag.  With checksum=,
+ * the digest too; once a whole read proved it, the blocks are shared by
+ * every URL of that digest (make_key).  Without either, nothing tells
+ * this object from the next one at that URL, so nothing is kept.  The
+ * probe found the ETag, and pinning holds every read to it, so the key
+ * costs no request and a replaced object gets a new one.  The first
+ * bytes' digest catches an ETag of mtime and size that did not change.
  *
  * A read takes what blocks it can from disk.  For the rest it claims each
  * whole block (store/claim.c), or waits for one that another process

@@ -7,17 +7,19 @@
  * folder in it.  block.c writes and reads back one block file, with a
  * digest per chunk.  write.c writes blocks off the reader's path.
  * part.c assembles blocks that reads cover in pieces.  claim.c tells
- * other processes that a block is on its way.  evict.c
- * keeps the directory under cache-size= and the disk from filling.  It
- * knows nothing of HTTP or of the read chain: cache/cache.c gives it a
- * key and asks for blocks.  This folder uses the base only.
+ * other processes that a block is on its way.  evict.c keeps the
+ * directory under cache-size= and the disk from filling.  It knows
+ * nothing of HTTP or of the read chain: cache/cache.c gives it a key and
+ * asks for blocks.  This folder uses the base only.
  *
  * On disk, DIR/HASH/ is one object: HASH is the SHA-256 of its key.
- * HASH/key holds the key.  HASH/N.blk holds block N: a header of
- * STORE_HEADER bytes, then the block's bytes.  Files are written under a
- * name of their own and renamed into place, so a reader sees a whole file
- * or none.  Nothing here locks: several processes, on one host or on
- * several over NFS, may share DIR.
+ * HASH/key holds the key as people may read it, HASH/first the digest
+ * of the object's first bytes.  HASH/N.blk holds block N: a header of
+ * STORE_HEADER bytes, then the block's bytes.  With checksum=, proven
+ * blocks move to the folder of the digest alone (store_promote).  Files
+ * are written under a name of their own and renamed into place, so a
+ * reader sees a whole file or none.  Nothing here locks: several
+ * processes, on one host or on several over NFS, may share DIR.
  */
 
 #ifndef STORE_H
