@@ -179,44 +179,65 @@ store_check_dir (const char *path)
   return 0;
 }
 
+/* Whether the small file name in folder fd holds the len bytes at
+ * data: 1 if it does, 0 if it holds others, -1 if there is none.
+ */
+static int
+small_file_is (int fd, const char *name, const void *data, size_t len)
+{
+  char have[4096];
+  ssize_t r;
+  int f = openat (fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+  if (f == -1)
+    return -1;
+  r = read (f, have, sizeof have);
+  close (f);
+  return r == (ssize_t) len && memcmp (have, data, len) == 0;
+}
+
+/* The small file name in folder fd made to hold the len bytes at data,
+ * under a name of its own made anew (O_EXCL, so that nothing planted
+ * there, such as a hard link to a file elsewhere, is written through),
+ * then renamed into place.  False if it could not be.
+ */
+static bool
+small_file_write (int fd, const char *name, const void *data, size_t len)
+{
+  char tmp[128];
+  ssize_t r;
+  int f;
+
+  snprintf (tmp, sizeof tmp, "%s.%s.%d.tmp", name, store.host,
+            (int) getpid ());
+  unlinkat (fd, tmp, 0);
+  f = openat (fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+              0600);
+  if (f == -1)
+    return false;
+  r = write (f, data, len);
+  close (f);
+  if (r != (ssize_t) len || renameat (fd, tmp, fd, name) == -1) {
+    unlinkat (fd, tmp, 0);
+    return false;
+  }
+  return true;
+}
+
 /* The key file in the object folder fd: written once, else the same
  * text.
  */
 static bool
 key_file (int objfd, const char *key)
 {
-  char have[4096], tmp[128];
-  size_t len = strlen (key);
-  ssize_t r;
-  int fd;
+  int same = small_file_is (objfd, "key", key, strlen (key));
 
-  fd = openat (objfd, "key", O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
-               O_CLOEXEC);
-  if (fd >= 0) {
-    r = read (fd, have, sizeof have);
-    close (fd);
-    if (r == (ssize_t) len && memcmp (have, key, len) == 0)
-      return true;
+  if (same == 1)
+    return true;
+  if (same == 0)
     nbdkit_debug ("cache: %s/key holds another key: rewritten",
                   store.hash_hex);
-  }
-  /* A name of its own, made anew: O_EXCL, so that nothing planted under
-   * it (a hard link to a file elsewhere) is written through.
-   */
-  snprintf (tmp, sizeof tmp, "key.%s.%d.tmp", store.host, (int) getpid ());
-  unlinkat (objfd, tmp, 0);
-  fd = openat (objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-               O_CLOEXEC, 0600);
-  if (fd == -1)
-    return false;
-  r = write (fd, key, len);
-  close (fd);
-  if (r != (ssize_t) len || renameat (objfd, tmp, objfd,
-                                      "key") == -1) {
-    unlinkat (objfd, tmp, 0);
-    return false;
-  }
-  return true;
+  return small_file_write (objfd, "key", key, strlen (key));
 }
 
 /* The blocks already on disk, by their names: each is checked when read. */
@@ -403,38 +424,21 @@ store_tmp_name (char *name, size_t size, uint64_t block)
 void
 store_first (const unsigned char *digest, size_t len)
 {
-  char have[64], tmp[128];
-  ssize_t r = -1;
-  int fd;
+  int same;
 
   if (!store_on ())
     return;
-  fd = openat (store.objfd, "first", O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
-               O_CLOEXEC);
-  if (fd >= 0) {
-    r = read (fd, have, sizeof have);
-    close (fd);
-  }
-  if (r == (ssize_t) len && memcmp (have, digest, len) == 0)
+  same = small_file_is (store.objfd, "first", digest, len);
+  if (same == 1)
     return;
   /* Different, or not known (the file lost): what is kept goes. */
-  if (r >= 0 || store_cached_from (0, store.size) < store.size) {
+  if (same == 0 || store_cached_from (0, store.size) < store.size) {
     nbdkit_debug ("cache: the object's first bytes differ from those of "
                   "the blocks kept under its key: another object's, "
                   "dropped");
     store_drop_all ();
   }
-  snprintf (tmp, sizeof tmp, "first.%s.%d.tmp", store.host, (int) getpid ());
-  unlinkat (store.objfd, tmp, 0);
-  fd = openat (store.objfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-               O_CLOEXEC, 0600);
-  if (fd == -1)
-    return;
-  r = write (fd, digest, len);
-  close (fd);
-  if (r != (ssize_t) len ||
-      renameat (store.objfd, tmp, store.objfd, "first") == -1)
-    unlinkat (store.objfd, tmp, 0);
+  small_file_write (store.objfd, "first", digest, len);
 }
 
 /* checksum= failed: what this object's folder holds is another object's,
