@@ -57,6 +57,8 @@ SCENARIOS = [
      "nbdkit's CPU s per GiB in seq-r-https's copies (curl: its GET's)"),
     ("cpu-r-h2", "cpu/GiB",
      "nbdkit's CPU s per GiB in seq-r-h2's copies (curl: its GET's)"),
+    ("cpu-qemu-http", "cpu/GiB",
+     "nbdkit's CPU s per GiB in qemu-r-http's copies (no target)"),
 ]
 ORDER = ["plugin", "debian", "file", "curl"]
 
