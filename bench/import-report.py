@@ -61,7 +61,7 @@ def main():
         "better, target >= %.1fx); req: nginx's requests per run (median); "
         "medians of the rounds" % TARGET,
         ""]
-    fmt = "%-4s %-6s %-14s %-9s %9s %9s %7s %5s  %-9s %s"
+    fmt = "%-4s %-6s %-14s %-9s %17s %7s %6s %5s  %-9s %s"
     lines.append(fmt % ("RTT", "link", "row", "contender", "seconds",
                         "curl s", "ratio", "req", "protocol",
                         "seconds of each run"))
@@ -115,7 +115,9 @@ def main():
                               * CHART_WIDTH))
                 bar = "".join("|" if i == mark else "#" if i < n else " "
                               for i in range(CHART_WIDTH + 1))
-                if r is not None:
+                if "WRONG" in bad.get(k, {}):
+                    note = "WRONG"
+                elif r is not None:
                     note = "%.2fx" % r
                 elif "timeout" in bad.get(k, {}):
                     note = "timed out"
