@@ -122,6 +122,7 @@ curl_after_fork (void)
     return -1;
   pool_start ();
   readahead_after_fork ();
+  probe_head_start_late ();
   chain_start ();
   return mirrors_start ();
 }

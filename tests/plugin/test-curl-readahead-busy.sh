@@ -20,7 +20,8 @@
 # of 2 MiB at most, asked for before the fifth came).  What was on its
 # way is not cut off (that would cost the pool a new connection):
 # nginx logged requests on at most 4 TCP connections, as connections=4
-# allows.
+# allows.  The head start is off (-D curl.headstart=0): it would serve
+# the first reads, and no stream would start at the third.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -32,7 +33,7 @@ requires nginx
 size=$((64 * 1024 * 1024))
 serve_image "$size"
 start_linkem "$port" 40
-start_nbdkit busy -r -v -D curl.readahead=1 "$PLUGIN" \
+start_nbdkit busy -r -v -D curl.readahead=1 -D curl.headstart=0 "$PLUGIN" \
              "http://127.0.0.1:$linkem_port/disk.img" connections=4
 : >"$tmp/access.log"
 

@@ -16,6 +16,7 @@
 
 /* probe.c */
 extern int probe_object (void);
+extern void probe_head_start_late (void);
 
 /* mirrors.c */
 extern int mirrors_config (void);
