@@ -26,7 +26,10 @@ from reportlib import (  # noqa: E402
 # id, unit, description.  Unit "s" is the client's elapsed time (lower
 # is better; ratios are throughput ratios, reference time / contender
 # time).  "IOPS": higher is better, ratio contender / reference.
-# "MiB" and "conns": lower is better, ratio contender / reference.
+# "MiB", "conns" and "cpu/GiB": lower is better, ratio contender /
+# reference.  "cpu/GiB" is CPU seconds (user + system) per GiB copied:
+# nbdkit's own for the copy, the client's excluded, or curl's for its
+# GET; it comes from the same runs as the seq-r-* times.
 SCENARIOS = [
     ("seq-r-http", "s",
      'nbdcopy "$uri" null:  nbdkit -r, HTTP (multi-conn)'),
@@ -48,6 +51,14 @@ SCENARIOS = [
      'TCP connections nginx saw, nbdkit start to exit (probe + copy)'),
     ("conns-copy", "conns",
      'TCP connections nginx saw during the copy alone'),
+    ("cpu-r-http", "cpu/GiB",
+     "nbdkit's CPU s per GiB in seq-r-http's copies (curl: its GET's)"),
+    ("cpu-r-https", "cpu/GiB",
+     "nbdkit's CPU s per GiB in seq-r-https's copies (curl: its GET's)"),
+    ("cpu-r-h2", "cpu/GiB",
+     "nbdkit's CPU s per GiB in seq-r-h2's copies (curl: its GET's)"),
+    ("cpu-qemu-http", "cpu/GiB",
+     "nbdkit's CPU s per GiB in qemu-r-http's copies (no target)"),
 ]
 ORDER = ["plugin", "debian", "file", "curl"]
 
@@ -97,7 +108,7 @@ def main():
     lines.append("")
     lines.append("Ratios: for time and IOPS, the contender's throughput over "
                  "the reference's (>1 = faster);")
-    lines.append("for MiB and conns, the contender's value over the "
+    lines.append("for MiB, conns and CPU, the contender's value over the "
                  "reference's (<1 = less).  Times: the client alone.")
 
     rows = []
@@ -129,6 +140,8 @@ def main():
                     return "%.0f" % v
                 if unit == "MiB":
                     return "%.1f MiB" % v
+                if unit == "cpu/GiB":
+                    return "%.3f s" % v
                 return "%g" % v
             mibs = a.size_mib / med if unit == "s" and med > 0 else None
             rs = [ratio(sc, c, ref) if ref != c else None
@@ -189,6 +202,24 @@ def main():
         targets.add("FAIL", "HTTP/2 no slower than HTTP/1.1 over TLS",
                     "this plugin has no data")
     perf("qemu-r-http", "debian", 1.5, "qemu-img convert >= 1.5x incumbent")
+
+    def cpu(sc, name):
+        """nbdkit's CPU per GiB at most 0.6x the incumbent's (issue 40;
+        meant with upstream's plugin as INCUMBENT)."""
+        if plugin_missing(sc):
+            targets.add("FAIL", name, "this plugin has no data "
+                        "(broken or failed: see above)")
+            return
+        if (sc, "plugin") not in samples:
+            return
+        if (sc, "debian") not in samples:
+            targets.add("N/A", name, "needs contender debian")
+            return
+        target(name, ratio(sc, "plugin", "debian"), "<=", 0.6)
+
+    cpu("cpu-r-http", "CPU per GiB, HTTP <= 0.6x incumbent")
+    cpu("cpu-r-https", "CPU per GiB, HTTPS/1.1 <= 0.6x incumbent")
+    cpu("cpu-r-h2", "CPU per GiB, HTTP/2 <= 0.6x incumbent")
     perf("rand-1x64", "debian", 6.0, "random 4k, 1 conn QD64 >= 6x incumbent")
     perf("rand-4x16", "debian", 2.0,
          "random 4k, 4 conns QD16 >= 2x incumbent")

@@ -2,7 +2,8 @@
 # test-curl-exit-quiet.sh: a client that reads a boot sector and leaves,
 # with a server 40 ms away that stops answering after the probe: nbdkit
 # exits at once with status 0 and prints no error.  The boot sector came
-# with the probe's answer.  The head start's GETs, which go out on the
+# with the probe's answer, and is served from it at once (in under half
+# a second).  The head start's GETs, which go out on the
 # spare connections once nbdkit runs, stall; they are the only requests
 # after the probe's.  The same over HTTP/2 (helpers/h2-fault-server.py, 40 ms away), where
 # the head start's GETs go out beside the probe's and never get their
@@ -23,7 +24,11 @@ quiet_exit ()
   shift 2
   t0=$EPOCHREALTIME
   timeout 60 "${NBDKIT[@]}" -r -U - -v "$PLUGIN" "$url" "$@" \
-    --run 'sleep 0.5; '"$PYTHON_NBD"' -m nbd -u "$uri" -c "h.pread(512, 0)"' \
+    --run 'sleep 0.5; '"$PYTHON_NBD"' -m nbd -u "$uri" -c "
+import time
+t = time.monotonic()
+h.pread(512, 0)
+print(\"boot sector read in %.3f s\" % (time.monotonic() - t))"' \
     </dev/null >"$tmp/$name.out" 2>"$tmp/$name.err" || st=$?
   secs=$(seconds_since "$t0")
   echo "$name: nbdkit ran ${secs} s, status $st"
@@ -44,6 +49,11 @@ grep -q ': 15 spare connections open$' "$tmp/http.err" ||
   fail "no spare connections were open: the test did not test"
 grep -q 'HTTP/1.1: a head start of' "$tmp/http.err" ||
   fail "no head start over HTTP/1.1: the test did not test"
+# Served from the probe's bytes, not from the head start's stalled GET
+# (a read waits for one at least a second before asking on its own).
+secs=$(sed -n 's/^boot sector read in \([0-9.]*\) s$/\1/p' "$tmp/http.out")
+awk -v s="${secs:-9}" 'BEGIN { exit !(s < 0.5) }' ||
+  fail "the boot sector took ${secs:-?} s: not from the probe's bytes"
 # The head start asks for the 1 MiB object from 0 in growing GETs.
 others=$(grep '^stalled:' "$tmp/fault.log" |
            grep -v -E 'range=bytes=(0|131072|262144|524288)-' || :)

