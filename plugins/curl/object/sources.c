@@ -42,6 +42,13 @@ struct sched sources_sched[MAX_SOURCES];
 pthread_mutex_t sources_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond;     /* CLOCK_MONOTONIC: sources_start */
 static bool stopping;           /* see sources_stop */
+/* Over HTTP/1.1 each request in flight is a connection of its own, and
+ * connections= bounds them at each origin: at most cap requests run at
+ * one source (0: no bound, over HTTP/2).  A request for which every
+ * source it may go to is full waits on room until one of them ends.
+ */
+static unsigned cap;
+static pthread_cond_t room = PTHREAD_COND_INITIALIZER;
 
 /* A source's speed is sampled over at least this much of the time some
  * answer of its was coming, or once this many bytes came (answers of a
@@ -71,6 +78,38 @@ bool
 sources_many (void)
 {
   return nsources > 1;
+}
+
+/* ops/mirrors.c, once the transport is chosen: see cap. */
+void
+sources_cap (unsigned per_source)
+{
+  LOCK_FOR_SCOPE (&sources_lock);
+
+  cap = per_source;
+}
+
+/* How many sources serve reads now (at least one: url=, even while it
+ * is dropped).  Over HTTP/1.1 the pool holds connections= handles for
+ * each, so that each source gets as many requests in flight as url=
+ * alone would: two mirrors behind links of 500 Mbit/s at 100 ms, which
+ * shared url='s 16 connections, copied more slowly than url= alone.
+ */
+unsigned
+sources_up (void)
+{
+  unsigned i, up = 0;
+  LOCK_FOR_SCOPE (&sources_lock);
+
+  for (i = 0; i < nsources; i++)
+    up += sched_of (&sources[i])->state == SOURCE_UP;
+  return up > 0 ? up : 1;
+}
+
+static bool
+full_locked (const struct source *s)
+{
+  return cap != 0 && sched_of (s)->running >= cap;
 }
 
 /* Take in what s delivered since its last sample, once it has been
@@ -211,18 +250,28 @@ struct source *
 sources_pick (uint64_t bytes, const struct source *avoid,
               struct source_clock *k)
 {
-  int64_t now = clock_ns ();
-  struct source *s, *best = NULL;
-  double fastest, e, best_e = 0;
+  int64_t now;
+  struct source *s, *best;
+  double fastest, e, best_e;
   unsigned i;
+  bool full;
   LOCK_FOR_SCOPE (&sources_lock);
 
+ again:
+  now = clock_ns ();
+  best = NULL;
+  best_e = 0;
+  full = false;
   for (i = 0; i < nsources; i++)
     sample_locked (&sources[i], now);
   fastest = sources_fastest_locked (NULL);
   for (i = 0; i < nsources; i++) {
     if (!sources_usable (&sources[i], avoid))
       continue;
+    if (full_locked (&sources[i])) {
+      full = true;
+      continue;
+    }
     e = sources_expected_locked (&sources[i], bytes, fastest);
     if (on_trial_locked (&sources[i], fastest))
       e += TRIAL_PENALTY_NS;
@@ -232,14 +281,22 @@ sources_pick (uint64_t bytes, const struct source *avoid,
   /* None up: the one dropped that is due to be asked again first (url=
    * on a tie), else the one that just failed.
    */
-  for (i = 0; i < nsources; i++)
+  for (i = 0; i < nsources && !full; i++)
     if ((best == NULL || sched_of (best)->state != SOURCE_UP) &&
         fallback (&sources[i], avoid) &&
         (best == NULL ||
          sched_of (&sources[i])->down_until < sched_of (best)->down_until))
       best = &sources[i];
-  if (best == NULL)
+  if (best == NULL && !full)
     best = avoid != NULL ? (struct source *) avoid : &sources[0];
+  /* Every source up is full, or the one left is: wait for room.  The
+   * requests running there end, each within timeout=, and none of them
+   * waits for this one.
+   */
+  if (best == NULL || full_locked (best)) {
+    pthread_cond_wait (&room, &sources_lock);
+    goto again;
+  }
   s = best;
   sched_of (s)->running++;
   sched_of (s)->outstanding += bytes;
@@ -292,6 +349,8 @@ sources_end (struct source *s, uint64_t asked, uint64_t got,
   sample_locked (s, now);
   d->recv_ended += got;
   d->running--;
+  if (cap != 0 && d->running + 1 == cap)
+    pthread_cond_broadcast (&room);
   if (got > 0 && --d->flowing == 0)
     d->busy_total += now - d->busy_start;
   d->outstanding -= asked < d->outstanding ? asked : d->outstanding;
@@ -385,6 +444,7 @@ sources_set (struct source *s, enum source_state state, const char *why)
     s->proven = true;
     if (sched_of (s)->state != SOURCE_DOWN)
       sched_of (s)->down_ns = 0;
+    pthread_cond_broadcast (&room);
   }
   else if (state == SOURCE_DOWN) {
     drop_locked (s, clock_ns ());
