@@ -29,6 +29,7 @@
 #include <config.h>
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 
 #include <nbdkit-plugin.h>
@@ -45,10 +46,11 @@ static bool stopping;           /* see sources_stop */
 /* Over HTTP/1.1 each request in flight is a connection of its own, and
  * connections= bounds them at each origin: at most cap requests run at
  * one source (0: no bound, over HTTP/2).  A request for which every
- * source it may go to is full waits on room until one of them ends.
+ * source it may go to is full waits on room_cond until one of them
+ * ends.
  */
 static unsigned cap;
-static pthread_cond_t room = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t room_cond = PTHREAD_COND_INITIALIZER;
 
 /* A source's speed is sampled over at least this much of the time some
  * answer of its was coming, or once this many bytes came (answers of a
@@ -104,6 +106,26 @@ sources_up (void)
   for (i = 0; i < nsources; i++)
     up += sched_of (&sources[i])->state == SOURCE_UP;
   return up > 0 ? up : 1;
+}
+
+/* How many more requests the sources up can take at once before one
+ * waits for room (split.c): UINT_MAX without a cap.
+ */
+unsigned
+sources_room (void)
+{
+  unsigned i, room = 0;
+  LOCK_FOR_SCOPE (&sources_lock);
+
+  if (cap == 0)
+    return UINT_MAX;
+  for (i = 0; i < nsources; i++) {
+    const struct sched *d = sched_of (&sources[i]);
+
+    if (d->state == SOURCE_UP && d->running < cap)
+      room += cap - d->running;
+  }
+  return room;
 }
 
 static bool
@@ -294,7 +316,7 @@ sources_pick (uint64_t bytes, const struct source *avoid,
    * waits for this one.
    */
   if (best == NULL || full_locked (best)) {
-    pthread_cond_wait (&room, &sources_lock);
+    pthread_cond_wait (&room_cond, &sources_lock);
     goto again;
   }
   s = best;
@@ -350,7 +372,7 @@ sources_end (struct source *s, uint64_t asked, uint64_t got,
   d->recv_ended += got;
   d->running--;
   if (cap != 0 && d->running + 1 == cap)
-    pthread_cond_broadcast (&room);
+    pthread_cond_broadcast (&room_cond);
   if (got > 0 && --d->flowing == 0)
     d->busy_total += now - d->busy_start;
   d->outstanding -= asked < d->outstanding ? asked : d->outstanding;
@@ -444,7 +466,7 @@ sources_set (struct source *s, enum source_state state, const char *why)
     s->proven = true;
     if (sched_of (s)->state != SOURCE_DOWN)
       sched_of (s)->down_ns = 0;
-    pthread_cond_broadcast (&room);
+    pthread_cond_broadcast (&room_cond);
   }
   else if (state == SOURCE_DOWN) {
     drop_locked (s, clock_ns ());
