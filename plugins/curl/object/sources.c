@@ -14,9 +14,13 @@
  * It goes out at once, and its bytes follow those queued or the wait,
  * whichever is longer.  So a mirror four times slower gets a fifth of the
  * bytes, not half, and one that falls behind gets less until it catches up.
- * An even split would let the slowest source set the pace.  A request that
- * takes much longer than expected, or whose bytes stop coming, is stopped
- * and asked of another source (hedge.c).  A source that fails,
+ * An even split would let the slowest source set the pace.  Over HTTP/1.1,
+ * where each request in flight is a connection, a source takes at most
+ * connections= of them at once, and the pool holds that many for each
+ * source up: two mirrors that shared url='s connections kept no more in
+ * flight than url= alone, and the one with fewer looked slower.  A
+ * request that takes much longer than expected, or whose bytes stop
+ * coming, is stopped and asked of another source (hedge.c).  A source that fails,
  * changes or stalls is dropped.  ops/mirrors.c asks it again later, with a
  * longer wait each time it fails again.  When every source is down, reads
  * go to the dropped one that is due first, and fail as they would with url=
@@ -45,9 +49,8 @@ static pthread_cond_t cond;     /* CLOCK_MONOTONIC: sources_start */
 static bool stopping;           /* see sources_stop */
 /* Over HTTP/1.1 each request in flight is a connection of its own, and
  * connections= bounds them at each origin: at most cap requests run at
- * one source (0: no bound, over HTTP/2).  A request for which every
- * source it may go to is full waits on room_cond until one of them
- * ends.
+ * one source (0: no bound, over HTTP/2).  A request whose source is
+ * full waits on room_cond until one of its requests ends.
  */
 static unsigned cap;
 static pthread_cond_t room_cond = PTHREAD_COND_INITIALIZER;
@@ -101,8 +104,11 @@ unsigned
 sources_up (void)
 {
   unsigned i, up = 0;
-  LOCK_FOR_SCOPE (&sources_lock);
 
+  /* The pool asks at each read: without mirrors, no lock. */
+  if (nsources == 1)
+    return 1;
+  LOCK_FOR_SCOPE (&sources_lock);
   for (i = 0; i < nsources; i++)
     up += sched_of (&sources[i])->state == SOURCE_UP;
   return up > 0 ? up : 1;
@@ -276,46 +282,51 @@ sources_pick (uint64_t bytes, const struct source *avoid,
   struct source *s, *best;
   double fastest, e, best_e;
   unsigned i;
-  bool full;
   LOCK_FOR_SCOPE (&sources_lock);
 
  again:
   now = clock_ns ();
   best = NULL;
   best_e = 0;
-  full = false;
   for (i = 0; i < nsources; i++)
     sample_locked (&sources[i], now);
   fastest = sources_fastest_locked (NULL);
   for (i = 0; i < nsources; i++) {
     if (!sources_usable (&sources[i], avoid))
       continue;
-    if (full_locked (&sources[i])) {
-      full = true;
-      continue;
-    }
     e = sources_expected_locked (&sources[i], bytes, fastest);
     if (on_trial_locked (&sources[i], fastest))
       e += TRIAL_PENALTY_NS;
+    /* A full source (below) takes the request only once one of its
+     * requests ended, and then it waits a round trip on its connection
+     * (HTTP/1.1 sends one request at a time on each).
+     */
+    if (full_locked (&sources[i]))
+      e += sched_of (&sources[i])->lat_ns;
     if (best == NULL || e < best_e)
       best = &sources[i], best_e = e;
   }
   /* None up: the one dropped that is due to be asked again first (url=
    * on a tie), else the one that just failed.
    */
-  for (i = 0; i < nsources && !full; i++)
+  for (i = 0; i < nsources; i++)
     if ((best == NULL || sched_of (best)->state != SOURCE_UP) &&
         fallback (&sources[i], avoid) &&
         (best == NULL ||
          sched_of (&sources[i])->down_until < sched_of (best)->down_until))
       best = &sources[i];
-  if (best == NULL && !full)
+  if (best == NULL)
     best = avoid != NULL ? (struct source *) avoid : &sources[0];
-  /* Every source up is full, or the one left is: wait for room.  The
-   * requests running there end, each within timeout=, and none of them
-   * waits for this one.
+  /* The source expected to answer first is full even so: wait for one
+   * of its requests to end, and choose again.  Sent to any source with
+   * room instead, a mirror at a quarter of url='s rate got reads that
+   * took it far longer (0.52 of the two links' sum, from 0.86); always
+   * waiting for the first, two equal mirrors waited for the full one
+   * while the other had room (1.34x of one, from 1.69x).  The requests
+   * running there end, each within timeout=, and none of them waits for
+   * this one.
    */
-  if (best == NULL || full_locked (best)) {
+  if (full_locked (best)) {
     pthread_cond_wait (&room_cond, &sources_lock);
     goto again;
   }
