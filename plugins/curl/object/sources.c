@@ -14,13 +14,10 @@
  * It goes out at once, and its bytes follow those queued or the wait,
  * whichever is longer.  So a mirror four times slower gets a fifth of the
  * bytes, not half, and one that falls behind gets less until it catches up.
- * An even split would let the slowest source set the pace.  Over HTTP/1.1,
- * where each request in flight is a connection, a source takes at most
- * connections= of them at once, and the pool holds that many for each
- * source up: two mirrors that shared url='s connections kept no more in
- * flight than url= alone, and the one with fewer looked slower.  A
- * request that takes much longer than expected, or whose bytes stop
- * coming, is stopped and asked of another source (hedge.c).  A source that fails,
+ * An even split would let the slowest source set the pace.  Over HTTP/1.1
+ * a source takes at most connections= requests at once (cap).  A request
+ * that takes much longer than expected, or whose bytes stop coming, is
+ * stopped and asked of another source (hedge.c).  A source that fails,
  * changes or stalls is dropped.  ops/mirrors.c asks it again later, with a
  * longer wait each time it fails again.  When every source is down, reads
  * go to the dropped one that is due first, and fail as they would with url=
@@ -47,10 +44,8 @@ struct sched sources_sched[MAX_SOURCES];
 pthread_mutex_t sources_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond;     /* CLOCK_MONOTONIC: sources_start */
 static bool stopping;           /* see sources_stop */
-/* Over HTTP/1.1 each request in flight is a connection of its own, and
- * connections= bounds them at each origin: at most cap requests run at
- * one source (0: no bound, over HTTP/2).  A request whose source is
- * full waits on room_cond until one of its requests ends.
+/* Over HTTP/1.1 a request in flight is a connection, which connections=
+ * bounds at each origin: at most cap run at a source (0: no bound).
  */
 static unsigned cap;
 static pthread_cond_t room_cond = PTHREAD_COND_INITIALIZER;
@@ -94,19 +89,17 @@ sources_cap (unsigned per_source)
   cap = per_source;
 }
 
-/* How many sources serve reads now (at least one: url=, even while it
- * is dropped).  Over HTTP/1.1 the pool holds connections= handles for
- * each, so that each source gets as many requests in flight as url=
- * alone would: two mirrors behind links of 500 Mbit/s at 100 ms, which
- * shared url='s 16 connections, copied more slowly than url= alone.
+/* How many sources serve reads (at least one): over HTTP/1.1 the pool
+ * holds connections= handles for each.  Two mirrors that shared url='s
+ * kept no more in flight than url= alone, and the one with fewer looked
+ * slower and got less.
  */
 unsigned
 sources_up (void)
 {
   unsigned i, up = 0;
 
-  /* The pool asks at each read: without mirrors, no lock. */
-  if (nsources == 1)
+  if (nsources == 1)             /* the pool asks at each read */
     return 1;
   LOCK_FOR_SCOPE (&sources_lock);
   for (i = 0; i < nsources; i++)
@@ -114,8 +107,8 @@ sources_up (void)
   return up > 0 ? up : 1;
 }
 
-/* How many more requests the sources up can take at once before one
- * waits for room (split.c): UINT_MAX without a cap.
+/* How many more requests the sources up take before one waits
+ * (split.c): UINT_MAX without a cap.
  */
 unsigned
 sources_room (void)
@@ -269,38 +262,23 @@ on_trial_locked (const struct source *s, double fastest)
                                  SAMPLE_BYTES);
 }
 
-/* The source for a request of bytes (not avoid, the one that just
- * failed it, when another is up), counted as running there until
- * sources_end; k: the request's clock, from now (its late_ns: when it
- * is late, once anything was measured).
+/* The source expected to answer a request of bytes first (not avoid,
+ * the one that just failed it, when another is up).  A full one takes
+ * it only once one of its requests ended, and then a round trip later.
  */
-struct source *
-sources_pick (uint64_t bytes, const struct source *avoid,
-              struct source_clock *k)
+static struct source *
+first_locked (uint64_t bytes, const struct source *avoid, double fastest)
 {
-  int64_t now;
-  struct source *s, *best;
-  double fastest, e, best_e;
+  struct source *best = NULL;
+  double e, best_e = 0;
   unsigned i;
-  LOCK_FOR_SCOPE (&sources_lock);
 
- again:
-  now = clock_ns ();
-  best = NULL;
-  best_e = 0;
-  for (i = 0; i < nsources; i++)
-    sample_locked (&sources[i], now);
-  fastest = sources_fastest_locked (NULL);
   for (i = 0; i < nsources; i++) {
     if (!sources_usable (&sources[i], avoid))
       continue;
     e = sources_expected_locked (&sources[i], bytes, fastest);
     if (on_trial_locked (&sources[i], fastest))
       e += TRIAL_PENALTY_NS;
-    /* A full source (below) takes the request only once one of its
-     * requests ended, and then it waits a round trip on its connection
-     * (HTTP/1.1 sends one request at a time on each).
-     */
     if (full_locked (&sources[i]))
       e += sched_of (&sources[i])->lat_ns;
     if (best == NULL || e < best_e)
@@ -317,31 +295,49 @@ sources_pick (uint64_t bytes, const struct source *avoid,
       best = &sources[i];
   if (best == NULL)
     best = avoid != NULL ? (struct source *) avoid : &sources[0];
-  /* The source expected to answer first is full even so: wait for one
-   * of its requests to end, and choose again.  Sent to any source with
-   * room instead, a mirror at a quarter of url='s rate got reads that
-   * took it far longer (0.52 of the two links' sum, from 0.86); always
-   * waiting for the first, two equal mirrors waited for the full one
-   * while the other had room (1.34x of one, from 1.69x).  The requests
-   * running there end, each within timeout=, and none of them waits for
-   * this one.
-   */
-  if (full_locked (best)) {
+  return best;
+}
+
+/* The source for a request of bytes (first_locked), counted as running
+ * there until sources_end; k: the request's clock, from now (its
+ * late_ns: when it is late, once anything was measured).
+ */
+struct source *
+sources_pick (uint64_t bytes, const struct source *avoid,
+              struct source_clock *k)
+{
+  int64_t now;
+  struct source *s;
+  double fastest, e;
+  unsigned i;
+  LOCK_FOR_SCOPE (&sources_lock);
+
+  for (;;) {
+    now = clock_ns ();
+    for (i = 0; i < nsources; i++)
+      sample_locked (&sources[i], now);
+    fastest = sources_fastest_locked (NULL);
+    s = first_locked (bytes, avoid, fastest);
+    /* Full even so: it waits for one of its requests to end (each
+     * within timeout=, none waiting for this one).  Sent to any source
+     * with room, a mirror at a quarter of url='s rate got reads far
+     * slower; always waiting, two equal mirrors waited for the full one.
+     */
+    if (!full_locked (s))
+      break;
     pthread_cond_wait (&room_cond, &sources_lock);
-    goto again;
   }
-  s = best;
   sched_of (s)->running++;
   sched_of (s)->outstanding += bytes;
   sched_of (s)->requests++;
   /* Nothing measured yet (a new connection's slow start, the first
    * requests): no time to hold it to.
    */
-  best_e = sources_expected_locked (s, 0, fastest);
+  e = sources_expected_locked (s, 0, fastest);
   *k = (struct source_clock) { .picked_ns = now, .asked = bytes };
   if (sched_of (s)->rate != 0 || fastest != 0)
-    k->late_ns = now + (int64_t) (4 * best_e) > now + HEDGE_MIN_NS
-      ? now + (int64_t) (4 * best_e) : now + HEDGE_MIN_NS;
+    k->late_ns = now + (int64_t) (4 * e) > now + HEDGE_MIN_NS
+      ? now + (int64_t) (4 * e) : now + HEDGE_MIN_NS;
   return s;
 }
 
@@ -542,29 +538,4 @@ bool
 sources_stopping (void)
 {
   return __atomic_load_n (&stopping, __ATOMIC_RELAXED);
-}
-
-/* At unload, with -v: what each source served, its speed while it had
- * answers flowing (over the whole run) and its wait for a first byte.
- */
-void
-sources_print (void)
-{
-  unsigned i;
-
-  for (i = 0; nsources > 1 && i < nsources; i++) {
-    const struct source *s = &sources[i];
-    const struct sched *d = sched_of (s);
-    char rate[48] = "no answer came", wait[48] = "no first byte measured";
-
-    if (d->busy_total > 0)
-      snprintf (rate, sizeof rate, "%.1f MB/s while answering",
-                (double) d->recv * 1000 / d->busy_total);
-    if (d->lat_ns > 0)
-      snprintf (wait, sizeof wait, "first byte in %.1f ms", d->lat_ns / 1e6);
-    nbdkit_debug ("source %s: %" PRIu64 " requests, %" PRIu64 " bytes, "
-                  "%" PRIu64 " failed (%" PRIu64 " too slow), %s, %s",
-                  s->shown, d->requests, d->recv, d->failures, d->hedges,
-                  rate, wait);
-  }
 }
