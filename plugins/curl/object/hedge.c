@@ -4,13 +4,16 @@
  *
  * The hedge: whether a running request is too slow at its source, so
  * that it is stopped and asked of another.  It reads the scheduler's
- * state (sched.h) and changes nothing of it.
+ * state (sched.h) and changes nothing of it; so does the report of each
+ * source at exit (sources_print), here too.
  */
 
 #include <config.h>
 
 #include <inttypes.h>
 #include <stdio.h>
+
+#include <nbdkit-plugin.h>
 
 #include "object/sched.h"
 
@@ -106,5 +109,30 @@ hedge_why (enum hedge h, const struct source_clock *k, char *why,
     snprintf (why, size, "too slow: its bytes come at %.1f kB/s, far "
               "slower than another source would send them", k->pace * 1e6);
     break;
+  }
+}
+
+/* At unload, with -v: what each source served, its speed while it had
+ * answers flowing (over the whole run) and its wait for a first byte.
+ */
+void
+sources_print (void)
+{
+  unsigned i;
+
+  for (i = 0; nsources > 1 && i < nsources; i++) {
+    const struct source *s = &sources[i];
+    const struct sched *d = sched_of (s);
+    char rate[48] = "no answer came", wait[48] = "no first byte measured";
+
+    if (d->busy_total > 0)
+      snprintf (rate, sizeof rate, "%.1f MB/s while answering",
+                (double) d->recv * 1000 / d->busy_total);
+    if (d->lat_ns > 0)
+      snprintf (wait, sizeof wait, "first byte in %.1f ms", d->lat_ns / 1e6);
+    nbdkit_debug ("source %s: %" PRIu64 " requests, %" PRIu64 " bytes, "
+                  "%" PRIu64 " failed (%" PRIu64 " too slow), %s, %s",
+                  s->shown, d->requests, d->recv, d->failures, d->hedges,
+                  rate, wait);
   }
 }

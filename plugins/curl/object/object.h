@@ -84,6 +84,9 @@ struct source {
 extern unsigned nsources;
 extern struct source sources[MAX_SOURCES];
 extern bool sources_many (void);
+extern void sources_cap (unsigned per_source);
+extern unsigned sources_up (void);
+extern unsigned sources_room (void);
 extern uint64_t sources_window (void);
 /* Why a request was found too slow at its source (hedge_due):
  * its connection was not set up, it ran much longer than expected, no

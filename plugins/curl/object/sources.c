@@ -14,9 +14,10 @@
  * It goes out at once, and its bytes follow those queued or the wait,
  * whichever is longer.  So a mirror four times slower gets a fifth of the
  * bytes, not half, and one that falls behind gets less until it catches up.
- * An even split would let the slowest source set the pace.  A request that
- * takes much longer than expected, or whose bytes stop coming, is stopped
- * and asked of another source (hedge.c).  A source that fails,
+ * An even split would let the slowest source set the pace.  Over HTTP/1.1
+ * a source takes at most connections= requests at once (cap).  A request
+ * that takes much longer than expected, or whose bytes stop coming, is
+ * stopped and asked of another source (hedge.c).  A source that fails,
  * changes or stalls is dropped.  ops/mirrors.c asks it again later, with a
  * longer wait each time it fails again.  When every source is down, reads
  * go to the dropped one that is due first, and fail as they would with url=
@@ -29,6 +30,7 @@
 #include <config.h>
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 
 #include <nbdkit-plugin.h>
@@ -42,6 +44,11 @@ struct sched sources_sched[MAX_SOURCES];
 pthread_mutex_t sources_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond;     /* CLOCK_MONOTONIC: sources_start */
 static bool stopping;           /* see sources_stop */
+/* Over HTTP/1.1 a request in flight is a connection, which connections=
+ * bounds at each origin: at most cap run at a source (0: no bound).
+ */
+static unsigned cap;
+static pthread_cond_t room_cond = PTHREAD_COND_INITIALIZER;
 
 /* A source's speed is sampled over at least this much of the time some
  * answer of its was coming, or once this many bytes came (answers of a
@@ -71,6 +78,59 @@ bool
 sources_many (void)
 {
   return nsources > 1;
+}
+
+/* ops/mirrors.c, once the transport is chosen: see cap. */
+void
+sources_cap (unsigned per_source)
+{
+  LOCK_FOR_SCOPE (&sources_lock);
+
+  cap = per_source;
+}
+
+/* How many sources serve reads (at least one): over HTTP/1.1 the pool
+ * holds connections= handles for each.  Two mirrors that shared url='s
+ * kept no more in flight than url= alone, and the one with fewer looked
+ * slower and got less.
+ */
+unsigned
+sources_up (void)
+{
+  unsigned i, up = 0;
+
+  if (nsources == 1)             /* the pool asks at each read */
+    return 1;
+  LOCK_FOR_SCOPE (&sources_lock);
+  for (i = 0; i < nsources; i++)
+    up += sched_of (&sources[i])->state == SOURCE_UP;
+  return up > 0 ? up : 1;
+}
+
+/* How many more requests the sources up take before one waits
+ * (split.c): UINT_MAX without a cap.
+ */
+unsigned
+sources_room (void)
+{
+  unsigned i, room = 0;
+  LOCK_FOR_SCOPE (&sources_lock);
+
+  if (cap == 0)
+    return UINT_MAX;
+  for (i = 0; i < nsources; i++) {
+    const struct sched *d = sched_of (&sources[i]);
+
+    if (d->state == SOURCE_UP && d->running < cap)
+      room += cap - d->running;
+  }
+  return room;
+}
+
+static bool
+full_locked (const struct source *s)
+{
+  return cap != 0 && sched_of (s)->running >= cap;
 }
 
 /* Take in what s delivered since its last sample, once it has been
@@ -202,30 +262,25 @@ on_trial_locked (const struct source *s, double fastest)
                                  SAMPLE_BYTES);
 }
 
-/* The source for a request of bytes (not avoid, the one that just
- * failed it, when another is up), counted as running there until
- * sources_end; k: the request's clock, from now (its late_ns: when it
- * is late, once anything was measured).
+/* The source expected to answer a request of bytes first (not avoid,
+ * the one that just failed it, when another is up).  A full one takes
+ * it only once one of its requests ended, and then a round trip later.
  */
-struct source *
-sources_pick (uint64_t bytes, const struct source *avoid,
-              struct source_clock *k)
+static struct source *
+first_locked (uint64_t bytes, const struct source *avoid, double fastest)
 {
-  int64_t now = clock_ns ();
-  struct source *s, *best = NULL;
-  double fastest, e, best_e = 0;
+  struct source *best = NULL;
+  double e, best_e = 0;
   unsigned i;
-  LOCK_FOR_SCOPE (&sources_lock);
 
-  for (i = 0; i < nsources; i++)
-    sample_locked (&sources[i], now);
-  fastest = sources_fastest_locked (NULL);
   for (i = 0; i < nsources; i++) {
     if (!sources_usable (&sources[i], avoid))
       continue;
     e = sources_expected_locked (&sources[i], bytes, fastest);
     if (on_trial_locked (&sources[i], fastest))
       e += TRIAL_PENALTY_NS;
+    if (full_locked (&sources[i]))
+      e += sched_of (&sources[i])->lat_ns;
     if (best == NULL || e < best_e)
       best = &sources[i], best_e = e;
   }
@@ -240,18 +295,49 @@ sources_pick (uint64_t bytes, const struct source *avoid,
       best = &sources[i];
   if (best == NULL)
     best = avoid != NULL ? (struct source *) avoid : &sources[0];
-  s = best;
+  return best;
+}
+
+/* The source for a request of bytes (first_locked), counted as running
+ * there until sources_end; k: the request's clock, from now (its
+ * late_ns: when it is late, once anything was measured).
+ */
+struct source *
+sources_pick (uint64_t bytes, const struct source *avoid,
+              struct source_clock *k)
+{
+  int64_t now;
+  struct source *s;
+  double fastest, e;
+  unsigned i;
+  LOCK_FOR_SCOPE (&sources_lock);
+
+  for (;;) {
+    now = clock_ns ();
+    for (i = 0; i < nsources; i++)
+      sample_locked (&sources[i], now);
+    fastest = sources_fastest_locked (NULL);
+    s = first_locked (bytes, avoid, fastest);
+    /* Full even so: it waits for one of its requests to end (each
+     * within timeout=, none waiting for this one).  Sent to any source
+     * with room, a mirror at a quarter of url='s rate got reads far
+     * slower; always waiting, two equal mirrors waited for the full one.
+     */
+    if (!full_locked (s))
+      break;
+    pthread_cond_wait (&room_cond, &sources_lock);
+  }
   sched_of (s)->running++;
   sched_of (s)->outstanding += bytes;
   sched_of (s)->requests++;
   /* Nothing measured yet (a new connection's slow start, the first
    * requests): no time to hold it to.
    */
-  best_e = sources_expected_locked (s, 0, fastest);
+  e = sources_expected_locked (s, 0, fastest);
   *k = (struct source_clock) { .picked_ns = now, .asked = bytes };
   if (sched_of (s)->rate != 0 || fastest != 0)
-    k->late_ns = now + (int64_t) (4 * best_e) > now + HEDGE_MIN_NS
-      ? now + (int64_t) (4 * best_e) : now + HEDGE_MIN_NS;
+    k->late_ns = now + (int64_t) (4 * e) > now + HEDGE_MIN_NS
+      ? now + (int64_t) (4 * e) : now + HEDGE_MIN_NS;
   return s;
 }
 
@@ -292,6 +378,8 @@ sources_end (struct source *s, uint64_t asked, uint64_t got,
   sample_locked (s, now);
   d->recv_ended += got;
   d->running--;
+  if (cap != 0 && d->running + 1 == cap)
+    pthread_cond_broadcast (&room_cond);
   if (got > 0 && --d->flowing == 0)
     d->busy_total += now - d->busy_start;
   d->outstanding -= asked < d->outstanding ? asked : d->outstanding;
@@ -385,6 +473,7 @@ sources_set (struct source *s, enum source_state state, const char *why)
     s->proven = true;
     if (sched_of (s)->state != SOURCE_DOWN)
       sched_of (s)->down_ns = 0;
+    pthread_cond_broadcast (&room_cond);
   }
   else if (state == SOURCE_DOWN) {
     drop_locked (s, clock_ns ());
@@ -449,29 +538,4 @@ bool
 sources_stopping (void)
 {
   return __atomic_load_n (&stopping, __ATOMIC_RELAXED);
-}
-
-/* At unload, with -v: what each source served, its speed while it had
- * answers flowing (over the whole run) and its wait for a first byte.
- */
-void
-sources_print (void)
-{
-  unsigned i;
-
-  for (i = 0; nsources > 1 && i < nsources; i++) {
-    const struct source *s = &sources[i];
-    const struct sched *d = sched_of (s);
-    char rate[48] = "no answer came", wait[48] = "no first byte measured";
-
-    if (d->busy_total > 0)
-      snprintf (rate, sizeof rate, "%.1f MB/s while answering",
-                (double) d->recv * 1000 / d->busy_total);
-    if (d->lat_ns > 0)
-      snprintf (wait, sizeof wait, "first byte in %.1f ms", d->lat_ns / 1e6);
-    nbdkit_debug ("source %s: %" PRIu64 " requests, %" PRIu64 " bytes, "
-                  "%" PRIu64 " failed (%" PRIu64 " too slow), %s, %s",
-                  s->shown, d->requests, d->recv, d->failures, d->hedges,
-                  rate, wait);
-  }
 }

@@ -309,6 +309,10 @@ mirrors_start (void)
   if (nsources == 1)
     return 0;
   sources_round_trip (timing_round_trip ());
+  /* Over HTTP/1.1 a request in flight is a connection: connections= of
+   * them at each source, as at url= alone.
+   */
+  sources_cap (transport_shared () ? 0 : cfg.connections);
   sources_start ();
   for (i = 0; i < nsources; i++) {
     err = pthread_create (&threads[i], NULL, prober, &sources[i]);

@@ -130,6 +130,7 @@ pieces_for (uint32_t count, uint64_t asked)
 {
   uint64_t min = (uint64_t) curl_debug_piece * 1024, window;
   uint64_t n;
+  unsigned room;
 
   if (!sources_many () || min == 0 || count < 2 * min)
     return 1;
@@ -139,6 +140,16 @@ pieces_for (uint32_t count, uint64_t asked)
   n = count / min;
   if (n > MAX_PIECES)
     n = MAX_PIECES;
+  /* Over HTTP/1.1 each piece takes a connection, and a source has
+   * connections= of them: pieces beyond those free wait, and a full
+   * connection gains nothing from a smaller request but one more round
+   * trip's gap per byte.
+   */
+  room = sources_room ();
+  if (n > room)
+    n = room;
+  if (n < 2)
+    return 1;
   if (__atomic_load_n (&threads, __ATOMIC_RELAXED) + n - 1 > MAX_THREADS)
     return 1;
   return n;

@@ -400,11 +400,14 @@ connection_free (struct conn *c)
   free (c);
 }
 
-/* HTTP/1.1: each handle runs its request on its own connection. */
+/* HTTP/1.1: each handle runs its request on its own connection, and
+ * with mirrors each source may have connections= of them (sources.c
+ * holds each to that).
+ */
 static unsigned
 connection_slots (void)
 {
-  return cfg.connections;
+  return cfg.connections * sources_up ();
 }
 
 static long

@@ -89,11 +89,15 @@ transport_slots (void)
   return current ()->slots ();
 }
 
-/* The most handles either transport may want. */
+/* The most handles either transport may want: over HTTP/1.1,
+ * connections= for each source.
+ */
 unsigned
 transport_slots_max (void)
 {
-  return cfg.connections > MUX_STREAMS ? cfg.connections : MUX_STREAMS;
+  unsigned most = cfg.connections * nsources;
+
+  return most > MUX_STREAMS ? most : MUX_STREAMS;
 }
 
 long
