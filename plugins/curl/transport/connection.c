@@ -474,7 +474,8 @@ connection_perform (struct conn *c, bool *client_gone)
     if (mc != CURLM_OK)
       break;
   }
-  while ((msg = curl_multi_info_read (c->multi, &left)) != NULL) {
+  for (msg = curl_multi_info_read (c->multi, &left); msg != NULL;
+       msg = curl_multi_info_read (c->multi, &left)) {
     if (msg->msg == CURLMSG_DONE && msg->easy_handle == c->easy) {
       rc = msg->data.result;
       done = true;
