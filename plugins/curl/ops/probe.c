@@ -32,20 +32,39 @@ NBDKIT_DLL_PUBLIC int curl_debug_headstart = 1;
 /* The probe's connection, while its first request is on its way. */
 static struct conn *probe_conn;
 
+/* Whether the head start went out (head_start, probe_head_start_late). */
+static bool head_start_sent;
+
+/* Why no head start goes out now, or NULL when it went (*asked: the
+ * bytes its GETs asked for).  why_not is the caller's own reason, or
+ * NULL.
+ */
+static const char *
+head_start_go (const char *why_not, uint64_t *asked)
+{
+  if (!curl_debug_headstart)
+    return "-D curl.headstart=0";
+  if (why_not != NULL)
+    return why_not;
+  if (!cfg.pin_object)
+    return "pin-object=false (its answers could not be checked)";
+  if (cfg.cache_dir != NULL)
+    return "cache-dir= (the first bytes may be on disk)";
+  *asked = readahead_head_start ();
+  return *asked == 0 ? "no read-ahead" : NULL;
+}
+
 /* Called by mux.c once the probe's first GET has been sent over HTTP/2
  * (transport_when_sent), at each hop of its redirects: on the first whose
  * connection took h2 and goes to a distant server, the head start
  * (read/readahead.c) goes out right behind it, in the same flight and with
  * the same credentials (exchange_beside).
  */
-/* Whether the head start went out (head_start, head_start_late). */
-static bool head_start_sent;
-
 static void
 head_start (void)
 {
   int64_t rtt;
-  const char *none = NULL;
+  const char *none;
   uint64_t asked = 0;
 
   if (head_start_sent)
@@ -56,21 +75,9 @@ head_start (void)
    */
   rtt = probe_conn->tls_rtt_ns > 0 ? probe_conn->tls_rtt_ns
     : connection_handshake_ns (probe_conn) / 2;
-  if (!curl_debug_headstart)
-    none = "-D curl.headstart=0";
-  else if (!probe_conn->alpn_h2)
-    none = "not HTTP/2 by ALPN";
-  else if (rtt < HEAD_START_RTT_NS)
-    none = "a near server";
-  else if (!cfg.pin_object)
-    none = "pin-object=false (its answers could not be checked)";
-  else if (cfg.cache_dir != NULL)
-    none = "cache-dir= (the first bytes may be on disk)";
-  else {
-    asked = readahead_head_start ();
-    if (asked == 0)
-      none = "no read-ahead";
-  }
+  none = head_start_go (!probe_conn->alpn_h2 ? "not HTTP/2 by ALPN"
+                        : rtt < HEAD_START_RTT_NS ? "a near server" : NULL,
+                        &asked);
   if (none != NULL) {
     nbdkit_debug ("%s: no head start: %s", cfg.shown_url, none);
     return;
@@ -92,25 +99,14 @@ head_start (void)
 void
 probe_head_start_late (void)
 {
-  const char *none = NULL;
+  const char *none;
   uint64_t asked = 0;
 
   if (head_start_sent || cfg.is_file || transport_shared () ||
       object.size <= 0)
     return;
-  if (!curl_debug_headstart)
-    none = "-D curl.headstart=0";
-  else if (timing_round_trip () < HEAD_START_RTT_NS)
-    none = "a near server";
-  else if (!cfg.pin_object)
-    none = "pin-object=false";
-  else if (cfg.cache_dir != NULL)
-    none = "cache-dir= (the first bytes may be on disk)";
-  else {
-    asked = readahead_head_start ();
-    if (asked == 0)
-      none = "no read-ahead";
-  }
+  none = head_start_go (timing_round_trip () < HEAD_START_RTT_NS
+                        ? "a near server" : NULL, &asked);
   if (none != NULL) {
     nbdkit_debug ("%s: no head start over HTTP/1.1: %s", cfg.shown_url,
                   none);
