@@ -474,8 +474,7 @@ connection_perform (struct conn *c, bool *client_gone)
     if (mc != CURLM_OK)
       break;
   }
-  for (msg = curl_multi_info_read (c->multi, &left); msg != NULL;
-       msg = curl_multi_info_read (c->multi, &left)) {
+  while ((msg = curl_multi_info_read (c->multi, &left)) != NULL) {
     if (msg->msg == CURLMSG_DONE && msg->easy_handle == c->easy) {
       rc = msg->data.result;
       done = true;
