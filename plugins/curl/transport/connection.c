@@ -11,8 +11,8 @@
  * sessions and cookies are shared between the handles through a share
  * handle.  What a request sets is request/exchange.c's.  The spare
  * connections a handle may adopt are spares.c's.  This file is also the
- * HTTP/1.1 transport (connection_transport): a request runs on the
- * handle's own multi handle, in the caller's thread.
+ * HTTP/1.1 transport (connection_transport): a request runs with
+ * curl_easy_perform, in the caller's thread.
  */
 
 #include <config.h>
@@ -393,9 +393,6 @@ connection_new (void)
 void
 connection_free (struct conn *c)
 {
-  /* First: it closes the connection it keeps, through c's callbacks. */
-  if (c->multi != NULL)
-    curl_multi_cleanup (c->multi);
   curl_easy_cleanup (c->easy);
   free (c);
 }
@@ -417,74 +414,11 @@ connection_http_version (void)
     ? CURL_HTTP_VERSION_1_1 : cfg.http_version;
 }
 
-/* Bytes moved so far by the transfer on e, either way. */
-static curl_off_t
-moved (CURL *e)
-{
-  curl_off_t down = 0, up = 0;
-
-  curl_easy_getinfo (e, CURLINFO_SIZE_DOWNLOAD_T, &down);
-  curl_easy_getinfo (e, CURLINFO_SIZE_UPLOAD_T, &up);
-  return down + up;
-}
-
-/* What curl_easy_perform does, with one wait fewer per read.  It waits
- * in poll(2) before each run of the transfer, even when the last run
- * brought bytes and more are waiting.  Over TLS a run reads one record
- * (16 KiB), so that was a poll for every 16 KiB, on top of the two
- * recv(2) calls OpenSSL makes per record.  Here the transfer is run
- * again at once while it moves bytes, and waited on only after a run
- * that moved none.  Each run still looks at the socket (libcurl
- * polls it with no timeout), so nothing waits that could go on, and a
- * transfer that moves nothing waits as curl_easy_perform would.  The
- * multi handle is the handle's own, made at its first transfer and
- * kept, so it keeps the connection between requests as
- * curl_easy_perform's hidden one did.
- */
 static CURLcode
 connection_perform (struct conn *c, bool *client_gone)
 {
-  CURLMcode mc;
-  CURLMsg *msg;
-  CURLcode rc = CURLE_OK;
-  curl_off_t before = -1, now;
-  int still = 1, left;
-  bool done = false;
-
   (void) client_gone;           /* progress_cb asks object_stopping */
-  if (c->multi == NULL) {
-    c->multi = curl_multi_init ();
-    if (c->multi == NULL)
-      return CURLE_OUT_OF_MEMORY;
-    /* As curl_easy_perform sets it: the connections kept for reuse. */
-    curl_multi_setopt (c->multi, CURLMOPT_MAXCONNECTS, 5L);
-  }
-  mc = curl_multi_add_handle (c->multi, c->easy);
-  if (mc != CURLM_OK)
-    return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY
-      : CURLE_FAILED_INIT;
-  for (;;) {
-    mc = curl_multi_perform (c->multi, &still);
-    if (mc != CURLM_OK || still == 0)
-      break;
-    now = moved (c->easy);
-    if (now == before)
-      mc = curl_multi_poll (c->multi, NULL, 0, 1000, NULL);
-    before = now;
-    if (mc != CURLM_OK)
-      break;
-  }
-  while ((msg = curl_multi_info_read (c->multi, &left)) != NULL) {
-    if (msg->msg == CURLMSG_DONE && msg->easy_handle == c->easy) {
-      rc = msg->data.result;
-      done = true;
-    }
-  }
-  curl_multi_remove_handle (c->multi, c->easy);
-  if (mc != CURLM_OK)
-    return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY
-      : CURLE_BAD_FUNCTION_ARGUMENT;
-  return done ? rc : CURLE_FAILED_INIT;
+  return curl_easy_perform (c->easy);
 }
 
 const struct transport connection_transport = {

@@ -28,7 +28,6 @@
 /* A connection: an easy handle and what is known of its socket. */
 struct conn {
   CURL *easy;
-  CURLM *multi;                 /* HTTP/1.1: runs easy's transfers */
   curl_socket_t sock;           /* its connection's socket, for ack_now */
   bool adopted;                 /* open_cb gave it a spare connection */
   bool on_spare;                /* ... since connection_took_spare asked */
