@@ -21,7 +21,9 @@ make_random_file "$tmp/disk.img" "$size"
 start_fault_server drop-idle-first "$tmp/disk.img"
 start_linkem "$fault_port" 30
 
-start_nbdkit spares -r -v "$PLUGIN" "http://127.0.0.1:$linkem_port/disk.img" \
+# No head start: it would take the spares before the server's close.
+start_nbdkit spares -r -v -D curl.headstart=0 "$PLUGIN" \
+  "http://127.0.0.1:$linkem_port/disk.img" \
              retries=0
 wait_log "$tmp/spares.err" ': 15 spare connections open$'
 sleep 1

@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <nbdkit-plugin.h>
 
@@ -88,6 +89,14 @@ head_start (void)
   head_start_sent = true;
 }
 
+/* Its GETs hold up to eight connections at once, each with three
+ * descriptors (its socket, and the socket pair of libcurl's own multi
+ * handle in curl_easy_perform).  With ulimit -n 40 they left nbdkit
+ * none for the client's second NBD connection ("pipe2: Too many open
+ * files"), and the copy hung.
+ */
+#define FEW_FDS 256
+
 /* Once nbdkit runs, over HTTP/1.1: the head start goes out on the
  * pool's connections, which the spares opened during the probe (see
  * transport/spares.c).  It starts a round trip later than beside an
@@ -99,14 +108,18 @@ head_start (void)
 void
 probe_head_start_late (void)
 {
-  const char *none;
+  const char *none = NULL;
   uint64_t asked = 0;
+  struct rlimit rl;
 
   if (head_start_sent || cfg.is_file || transport_shared () ||
       object.size <= 0)
     return;
-  none = head_start_go (timing_round_trip () < HEAD_START_RTT_NS
-                        ? "a near server" : NULL, &asked);
+  if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < FEW_FDS)
+    none = "few file descriptors (ulimit -n): kept for the client's";
+  else if (timing_round_trip () < HEAD_START_RTT_NS)
+    none = "a near server";
+  none = head_start_go (none, &asked);
   if (none != NULL) {
     nbdkit_debug ("%s: no head start over HTTP/1.1: %s", cfg.shown_url,
                   none);
