@@ -1,12 +1,9 @@
 #!/usr/bin/env bash
 # test-curl-transfer-cpu.sh: an HTTP/1.1 transfer that waits for bytes
-# sleeps in poll(2).  transport/connection.c runs each transfer on the
-# handle's own multi handle and runs it again at once while it moves
-# bytes, without a poll in between (curl_easy_perform polled before
-# every run: one poll per 16 KiB TLS record); it polls only after a run
-# that moved nothing.  Were that test wrong (a run counted as moving
-# when it did not), a transfer waiting on a slow server would run the
-# multi handle again and again, a core at 100%.
+# sleeps in poll(2).  A transport that ran its transfer again without
+# waiting (say, one that polls only after a run that moved nothing, and
+# counts a run as moving when it did not) would turn a transfer waiting
+# on a slow server into a core at 100%.
 #
 # nginx behind linkem (20 ms round trip, 40 Mbit/s, so that transfers
 # wait for bytes most of the time), over TLS on a port without HTTP/2
