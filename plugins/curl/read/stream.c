@@ -368,7 +368,6 @@ stream_serve_locked (struct stream *st, char *buf, uint32_t count,
     /* Reads skipped forward past what was asked for: ask from here. */
     if (offset > st->next)
       st->next = offset;
-
     st->o.used_ns = clock_ns ();
     feed_locked (st, end);
   }
