@@ -98,50 +98,61 @@ copy_and_stop ()
 }
 
 # (a)
-mark
-: > "$tmp/timing.log"
-start_nbdkit far -r -v -D curl.readahead=1 "$PLUGIN" "$far" \
-  cainfo="$tmp/cert.pem"
-grep -q 'a head start of 12288 KiB goes beside the probe' "$tmp/far.err" ||
-  fail "(a) no head start: $(grep -i 'head start\|HTTP/2' "$tmp/far.err" | head -3)"
-# nginx logs a request when it has answered it: the probe's and the
-# head start's eight, within 10 s.
-for ((n = 0; n < 100; n++)); do
-  [ "$(since_mark | wc -l)" -lt 9 ] || break
-  sleep 0.1
-done
-since_mark > "$tmp/a-start.log"
-cp "$tmp/timing.log" "$tmp/a-timing.log"
-probe_conn=$(awk '$3 == "bytes=0-8191" { print $1; exit }' "$tmp/a-start.log")
-[ -n "$probe_conn" ] || fail "(a) nginx logged no probe: $(cat "$tmp/a-start.log")"
-# The head start's GETs: every one but the probe's before the client.
-awk -v c="$probe_conn" '
-  $2 != "GET" || $3 == "bytes=0-8191" { next }
-  $1 != c { print "another connection: " $0; bad++ }
-  $4 != 206 { print "not 206: " $0; bad++ }
-  { split(substr($3, 7), r, "-")
-    if (r[1] != next_byte) { print "not contiguous: " $0; bad++ }
-    next_byte = r[2] + 1; n++ }
-  BEGIN { next_byte = 0 }
-  END {
-    if (n != 8) { print n " GETs, not 8"; bad++ }
-    if (next_byte != 12582912) { print "up to " next_byte ", not 12582912"; bad++ }
-    exit bad > 0
-  }' "$tmp/a-start.log" > "$tmp/a-check.out" ||
-  fail "(a) the head start's GETs: $(tr '\n' ' ' < "$tmp/a-check.out")"
-# ... which came to nginx less than a round trip after the probe's (each
-# came at $msec less $request_time): one sent after the probe's answer
-# had come back would come a round trip after it, or later.
-awk -v rtt="$rtt" '
-  { came = $3 - $4 }
-  $2 == "bytes=0-8191" { probe = came; next }
-  $2 ~ /^bytes=/ { n++; if (came > last) last = came }
-  END {
-    gap = (last - probe) * 1000
-    printf "%d GETs, the last %.0f ms after the probe'"'"'s\n", n, gap
-    exit !(n == 8 && gap < rtt)
-  }' "$tmp/a-timing.log" > "$tmp/a-timing.out" ||
-  fail "(a) the head start did not ride the probe's flight: $(cat "$tmp/a-timing.out")"
+# a_start: nbdkit "far" started and its head start checked; fails
+# (status 1) only if the GETs came a round trip or more after the probe.
+a_start ()
+{
+  mark
+  : > "$tmp/timing.log"
+  start_nbdkit far -r -v -D curl.readahead=1 "$PLUGIN" "$far" \
+    cainfo="$tmp/cert.pem"
+  grep -q 'a head start of 12288 KiB goes beside the probe' "$tmp/far.err" ||
+    fail "(a) no head start: $(grep -i 'head start\|HTTP/2' "$tmp/far.err" | head -3)"
+  # nginx logs a request when it has answered it: the probe's and the
+  # head start's eight, within 10 s.
+  for ((n = 0; n < 100; n++)); do
+    [ "$(since_mark | wc -l)" -lt 9 ] || break
+    sleep 0.1
+  done
+  since_mark > "$tmp/a-start.log"
+  cp "$tmp/timing.log" "$tmp/a-timing.log"
+  probe_conn=$(awk '$3 == "bytes=0-8191" { print $1; exit }' "$tmp/a-start.log")
+  [ -n "$probe_conn" ] || fail "(a) nginx logged no probe: $(cat "$tmp/a-start.log")"
+  # The head start's GETs: every one but the probe's before the client.
+  awk -v c="$probe_conn" '
+    $2 != "GET" || $3 == "bytes=0-8191" { next }
+    $1 != c { print "another connection: " $0; bad++ }
+    $4 != 206 { print "not 206: " $0; bad++ }
+    { split(substr($3, 7), r, "-")
+      if (r[1] != next_byte) { print "not contiguous: " $0; bad++ }
+      next_byte = r[2] + 1; n++ }
+    BEGIN { next_byte = 0 }
+    END {
+      if (n != 8) { print n " GETs, not 8"; bad++ }
+      if (next_byte != 12582912) { print "up to " next_byte ", not 12582912"; bad++ }
+      exit bad > 0
+    }' "$tmp/a-start.log" > "$tmp/a-check.out" ||
+    fail "(a) the head start's GETs: $(tr '\n' ' ' < "$tmp/a-check.out")"
+  # ... which came to nginx less than a round trip after the probe's (each
+  # came at $msec less $request_time): one sent after the probe's answer
+  # had come back would come a round trip after it, or later.
+  awk -v rtt="$rtt" '
+    { came = $3 - $4 }
+    $2 == "bytes=0-8191" { probe = came; next }
+    $2 ~ /^bytes=/ { n++; if (came > last) last = came }
+    END {
+      gap = (last - probe) * 1000
+      printf "%d GETs, the last %.0f ms after the probe'"'"'s\n", n, gap
+      exit !(n == 8 && gap < rtt)
+    }' "$tmp/a-timing.log" > "$tmp/a-timing.out"
+}
+# A loaded machine once delayed the GETs by 52 ms: one more try.
+if ! a_start; then
+  echo "(a) $(cat "$tmp/a-timing.out"): once more"
+  stop_nbdkit far
+  a_start ||
+    fail "(a) the head start did not ride the probe's flight: $(cat "$tmp/a-timing.out")"
+fi
 echo "(a) $(cat "$tmp/a-timing.out")"
 copy_and_stop far
 conns=$(since_mark | cut -d' ' -f1 | sort -u | wc -l)
