@@ -66,6 +66,7 @@ struct options {
   curl_off_t limit_rate;        /* bytes per second, 0: none */
   const char *user_agent;
   curl_off_t upload_size;       /* -1: from the file, else chunked */
+  const char *aws_sigv4;        /* --aws-sigv4 PROVIDER1[:...], or NULL */
 
   /* What can block: -w @FILE and @- (a FIFO, a terminal, a pipe whose
    * writer waits), and -T FILE or --data-binary @FILE (opening a FIFO

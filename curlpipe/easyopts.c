@@ -76,6 +76,18 @@ request_headers (const struct options *opt, struct curl_slist **headers)
       return false;
     *headers = h;
   }
+  /* libcurl 7.88 signs a body it reads through a callback without this
+   * header, which S3 requires: the body goes unsigned, as S3 allows.
+   */
+  for (u = opt->headers; u != NULL; u = u->next)
+    if (strncasecmp (u->data, "x-amz-content-sha256", 20) == 0)
+      break;
+  if (opt->aws_sigv4 && u == NULL) {
+    h = curl_slist_append (*headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    if (h == NULL)
+      return false;
+    *headers = h;
+  }
   return true;
 }
 
@@ -85,9 +97,11 @@ request_headers (const struct options *opt, struct curl_slist **headers)
 #define SET(o, v) \
   if (rc == CURLE_OK) rc = curl_easy_setopt (e, o, v)
 
-/* The way to the server: TLS, keepalive, proxies, names. */
-static CURLcode
-set_connection (const struct options *opt, CURL *e)
+/* The way to the server: TLS, keepalive, proxies, names (also for
+ * s3.c's requests).
+ */
+CURLcode
+easy_connection_set (const struct options *opt, CURL *e)
 {
   CURLcode rc = CURLE_OK;
 
@@ -202,6 +216,8 @@ set_request (struct pipe_state *st, CURL *e, struct curl_slist *headers)
   SET (CURLOPT_PROTOCOLS_STR, "http,https");
   if (opt->userpwd)
     SET (CURLOPT_USERPWD, opt->userpwd);
+  if (opt->aws_sigv4)
+    SET (CURLOPT_AWS_SIGV4, opt->aws_sigv4);
   if (opt->bearer) {
     SET (CURLOPT_XOAUTH2_BEARER, opt->bearer);
     SET (CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
@@ -318,7 +334,7 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
   if (rc == CURLE_OK)
     rc = set_redirects (st, e);
   if (rc == CURLE_OK)
-    rc = set_connection (st->opt, e);
+    rc = easy_connection_set (st->opt, e);
   if (rc == CURLE_OK)
     rc = set_exchange (st, e);
   if (rc == CURLE_OK)

@@ -29,6 +29,7 @@ enum {
   OPT_FAIL_WITH_BODY, OPT_MAX_REDIRS, OPT_RETRY, OPT_RETRY_DELAY,
   OPT_RETRY_MAX_TIME, OPT_RETRY_FLAG, OPT_DATA_BINARY, OPT_URL,
   OPT_COMPRESSED, OPT_TRACE, OPT_OAUTH2_BEARER,
+  OPT_AWS_SIGV4,
 };
 
 static const char short_options[] = "X:H:u:A:kfo:D:w:sSvm:x:T:NhVLe:#O";
@@ -139,6 +140,8 @@ static const struct row rows[] = {
   { "remote-name", no_argument, 'O', FLAG, FIELD (remote_name), NULL, 0 },
   { "oauth2-bearer", required_argument, OPT_OAUTH2_BEARER, SECRET,
     FIELD (bearer), NULL, 0 },
+  { "aws-sigv4", required_argument, OPT_AWS_SIGV4, TEXT, FIELD (aws_sigv4),
+    NULL, 0 },
   { "help", no_argument, 'h', OWN, NONE, NULL, 0 },
   { "version", no_argument, 'V', OWN, NONE, NULL, 0 },
 };

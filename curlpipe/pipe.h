@@ -7,6 +7,7 @@
  * calls go one way, from the top of this list down, never back:
  *
  *   transfer.c    transfer_run: the transfer from start to end
+ *   s3.c          an S3 multipart upload (s3.h), instead of one PUT
  *   easyopts.c    the easy handle's options, -v's and --trace-ascii's
  *                 printer
  *   loop.c        the event loop: poll, libcurl's sockets and timer
@@ -278,6 +279,7 @@ struct trace {
 
 extern bool easy_options_set (struct pipe_state *st,
                               struct curl_slist **headers);
+extern CURLcode easy_connection_set (const struct options *opt, CURL *e);
 extern void easy_options_close (struct pipe_state *st);
 
 /* transfer.c (transfer_run: curlpipe.h) */

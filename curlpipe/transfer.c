@@ -18,6 +18,7 @@
 
 #include "curlpipe.h"
 #include "pipe.h"
+#include "s3.h"
 #include "secrets.h"
 
 /* -D's file, standard input and output. */
@@ -89,6 +90,8 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
   int status;
   bool output_ok;
 
+  if (s3_multipart_wanted (opt))
+    return s3_multipart_run (opt, msg, msglen);
   failure_init (&st, msg, msglen);
   connection_init (&st);
   upload_init (&st);
