@@ -67,7 +67,7 @@
  * backoff doubles from S3_BACKOFF_MS between them.
  */
 #define S3_TRIES 4
-#define S3_BACKOFF_MS 200
+#define S3_BACKOFF_MS 100
 
 /* The most of an answer's body kept: S3's answers are a few hundred
  * bytes; a longer one is cut, and read no further.

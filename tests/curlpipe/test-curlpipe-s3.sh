@@ -40,9 +40,8 @@ cat >"$tmp/proxy.py" <<'PY'
 import base64, hashlib, http.client, http.server, os, shutil, sys, time
 from urllib.parse import urlsplit, parse_qs
 
-upstream, store, log, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-kind, _, arg = mode.partition(":")
-seen = {}
+upstream, store, log, modefile = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+kind, arg, seen = "plain", "", {}
 aborted = set()
 
 def note(line):
@@ -68,6 +67,11 @@ class H(http.server.BaseHTTPRequestHandler):
                            "</Error>" % name).encode())
 
     def handle_any(self):
+        global kind, arg, seen
+        mode = open(modefile).read().strip()
+        if mode != kind + ":" + arg:
+            kind, _, arg = mode.partition(":")
+            seen = {}
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(n)
         url = urlsplit(self.path)
@@ -125,23 +129,22 @@ server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[5])), H)
 server.serve_forever()
 PY
 
-# start_proxy MODE: the fault proxy in MODE (plain, corrupt:N,
-# fail500:N, refuse:N, slow:SECONDS); its URL base in $proxy, its log
-# in $plog.
-start_proxy ()
+# The fault proxy: its URL base in $proxy, its log in $plog.
+proxy_port=$(free_port)
+plog=$tmp/proxy.log
+echo plain: >"$tmp/mode"
+"$PYTHON" "$tmp/proxy.py" "$s3_port" "$tmp/s3" "$plog" "$tmp/mode" \
+  "$proxy_port" 2>"$tmp/proxy.err" &
+_pids+=($!)
+wait_http "http://127.0.0.1:$proxy_port/" "$!" || fail "the proxy did not start"
+proxy=http://127.0.0.1:$proxy_port
+
+# proxy_mode MODE: the proxy's faults from now on (plain:, corrupt:N,
+# fail500:N, refuse:N, slow:SECONDS), with its log emptied.
+proxy_mode ()
 {
-  [ -z "${proxy_pid:-}" ] || stop_pid "$proxy_pid"
-  local port
-  port=$(free_port)
-  plog=$tmp/proxy-${1%%:*}.log
+  echo "$1" >"$tmp/mode"
   : >"$plog"
-  "$PYTHON" "$tmp/proxy.py" "$s3_port" "$tmp/s3" "$plog" "$1" "$port" \
-    2>"$tmp/proxy.err" &
-  proxy_pid=$!
-  _pids+=($proxy_pid)
-  wait_http "http://127.0.0.1:$port/" "$proxy_pid" ||
-    fail "the proxy did not start"
-  proxy=http://127.0.0.1:$port
 }
 
 secret=TopSecret-7fq2
@@ -208,7 +211,7 @@ PY
 # A stream of unknown size, from a pipe: 6 full 1 MiB parts and a short
 # last one, through the proxy that checks each part's Content-MD5.
 make_random_file "$tmp/data" $((6 * 1024 * 1024 + 7))
-start_proxy plain
+proxy_mode plain:
 cat "$tmp/data" | run 0 -sS "${sign[@]}" -T - "$proxy/b/stream"
 assert_grep_i "$tmp/out" "CompleteMultipartUploadResult" "<Key>stream</Key>"
 check_parts "$tmp/data"
@@ -231,7 +234,7 @@ assert_grep_i "$tmp/err" "> POST /b/spooled?" "> Authorization: ***"
   fail "a temporary part file was left"
 
 # An empty stream: one empty part, an empty object.
-start_proxy plain
+proxy_mode plain:
 run 0 -sS "${sign[@]}" "$proxy/b/empty" </dev/null
 get empty "$tmp/back"
 [ "$(file_size "$tmp/back")" -eq 0 ] || fail "the empty object is not empty"
@@ -240,7 +243,7 @@ grep -q "^part 1 0 d41d8cd98f00b204e9800998ecf8427e$" "$plog" ||
 
 # A known size (a regular file) stays one PUT, whose ETag is the plain MD5.
 make_random_file "$tmp/small" $((3 * 1024 * 1024 + 1))
-start_proxy plain
+proxy_mode plain:
 run 0 -sS "${sign[@]}" -T "$tmp/small" "$proxy/b/"
 grep -q "^put $((3 * 1024 * 1024 + 1))$" "$plog" || fail "not one PUT"
 ! grep -q "^part" "$plog" || fail "a known size was sent in parts"
@@ -260,7 +263,7 @@ no_uploads_left
 
 # Part 2 corrupted on its way once: refused by its Content-MD5 (400
 # BadDigest), sent again, the object byte-exact.
-start_proxy corrupt:2
+proxy_mode corrupt:2
 cat "$tmp/data" | run 0 -sS "${sign[@]}" "$proxy/b/corrupt"
 grep -q "^part 2 baddigest$" "$plog" || fail "part 2 was not corrupted"
 check_parts "$tmp/data"
@@ -268,7 +271,7 @@ get corrupt "$tmp/back"
 assert_same_file "$tmp/data" "$tmp/back"
 
 # Part 2 answered 500 once: sent again.
-start_proxy fail500:2
+proxy_mode fail500:2
 cat "$tmp/data" | run 0 -sS "${sign[@]}" "$proxy/b/fail500"
 grep -q "^part 2 refused$" "$plog" || fail "part 2 was not refused"
 get fail500 "$tmp/back"
@@ -276,7 +279,7 @@ assert_same_file "$tmp/data" "$tmp/back"
 
 # Part 3 refused every time: 4 tries, then the upload aborted, no part
 # left, no object.
-start_proxy refuse:3
+proxy_mode refuse:3
 cat "$tmp/data" | run 22 -sS "${sign[@]}" "$proxy/b/refused"
 assert_grep_i "$tmp/err" "part 3: HTTP 500 (InternalError) after 4 tries"
 [ "$(grep -c '^part 3 refused$' "$plog")" -eq 4 ] || fail "not 4 tries"
@@ -293,7 +296,7 @@ no_uploads_left
 
 # SIGTERM mid-upload (parts slowed down): 143, the upload aborted, no
 # part left; meanwhile the secret is not in /proc/PID/cmdline.
-start_proxy slow:0.3
+proxy_mode slow:0.3
 mkfifo "$tmp/fifo"
 "$CURLPIPE" -sS "${sign[@]}" "$proxy/b/term" <"$tmp/fifo" \
   >"$tmp/out" 2>"$tmp/err" &
@@ -309,8 +312,12 @@ grep -q "^part 1 " "$plog" || fail "no part was sent"
 ! tr '\0' ' ' <"/proc/$cp_pid/cmdline" | grep -qF "$secret" ||
   fail "the secret is in /proc/PID/cmdline"
 kill -TERM "$cp_pid"
+for ((n = 0; n < 100; n++)); do
+  _alive "$cp_pid" || break
+  sleep 0.05
+done
+_alive "$cp_pid" && fail "SIGTERM: curlpipe did not end within 5 s"
 st=0
-timeout 20 tail --pid="$cp_pid" -f /dev/null || :
 wait "$cp_pid" || st=$?
 _forget_pid "$cp_pid"
 exec 7>&-
