@@ -7,7 +7,8 @@
  * calls go one way, from the top of this list down, never back:
  *
  *   transfer.c    transfer_run: the transfer from start to end
- *   s3.c          an S3 multipart upload (s3.h), instead of one PUT
+ *   s3.c          an S3 multipart upload (s3.h), instead of one PUT;
+ *                 s3part.c, s3steps.c and s3req.c below it
  *   easyopts.c    the easy handle's options, -v's and --trace-ascii's
  *                 printer
  *   loop.c        the event loop: poll, libcurl's sockets and timer
