@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,7 +72,8 @@ s3_slot_free (struct part *p)
     s3.in_flight--;
   }
   curl_slist_free_all (p->headers);
-  free (p->buf);
+  if (p->buf)
+    munmap (p->buf, p->target);
   free (p->answer);
   if (p->fd >= 0)
     close (p->fd);
@@ -113,9 +115,15 @@ filling_part (int *status)
     goto nomem;
 #endif
   if (p->target <= s3.memory_part) {
-    p->buf = malloc (p->target);
-    if (p->buf == NULL)
+    /* Mapped, not malloc'd: unmapped when freed, it leaves no heap
+     * behind, so the peak RSS stays what the slots hold.
+     */
+    p->buf = mmap (NULL, p->target, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p->buf == MAP_FAILED) {
+      p->buf = NULL;
       goto nomem;
+    }
   }
   else {
     p->fd = spool_open ();

@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # test-curlpipe-s3.sh: --aws-sigv4 against a real S3-compatible server
-# (s3rver 3, installed by scripts/deps).  A stream of unknown size from a
-# pipe goes as a multipart upload in 1 MiB parts (the test's size), byte-exact when read
-# back, each part's Content-MD5 right and the completion listing every
-# part's ETag in order (the multipart ETag computed from them); a part
-# spooled to a temporary file, an empty stream, and a known-size file (one
-# PUT, plain MD5 ETag).  Failures: an unknown key (22, message, nothing
-# left), a part corrupted once and a part answered 500 once (retried,
-# byte-exact), a part refused every time (22, "part 3: HTTP 500 ... after
-# 4 tries", aborted, no parts left), standard input failing (26, aborted),
-# SIGTERM mid-upload (143, aborted).  The secret is never in -v output,
-# messages or /proc/PID/cmdline, nor the signature.
+# (s3rver 3, installed by scripts/deps).  A stream of unknown size from
+# a pipe goes as a multipart upload in 1 MiB parts (the test's size),
+# byte-exact when read back, each part's Content-MD5 right and the
+# completion listing every part's ETag in order (the multipart ETag
+# computed from them); parts spooled to a temporary file, an empty
+# stream, and a known-size file (one PUT, plain MD5 ETag).  Failures: an
+# unknown key (22, message, nothing left), a part corrupted once and a
+# part answered 500 once (retried, byte-exact), a part refused every
+# time (22, "part 3: HTTP 500 ... after 4 tries", aborted, no parts
+# left), standard input failing (26, aborted), -w refused (2), SIGTERM
+# mid-upload (143, aborted).  The secret is never in -v output, messages
+# or /proc/PID/cmdline, nor the signature.
 #
-# s3rver lacks what S3 does for parts: it neither checks Content-MD5 nor
-# implements the abort, nor lists uploads.  A small proxy of the test's own
-# in front of it does both, and injects the faults: it refuses a part
-# whose body does not match its Content-MD5 (400 BadDigest, as S3), and
-# aborts by removing the upload's folder from s3rver's store.
+# s3rver checks the access key but not the signature, so an unknown key
+# stands for a wrong secret.  It also lacks what S3 does for parts: it
+# neither checks Content-MD5 nor implements the abort, nor lists
+# uploads.  A small proxy of the test's own in front of it does both,
+# and injects the faults: it refuses a part whose body does not match
+# its Content-MD5 (400 BadDigest, as S3), and aborts by removing the
+# upload's folder from s3rver's store.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
@@ -293,6 +296,11 @@ run 26 -sS "${sign[@]}" "$proxy/b/readerr" <"$tmp"
 assert_grep_i "$tmp/err" "reading standard input"
 grep -q "^abort " "$plog" || fail "the upload was not aborted"
 no_uploads_left
+
+# Options that describe one exchange are refused for a multipart upload.
+head -c 1000 "$tmp/data" | run 2 -sS "${sign[@]}" -w '%{http_code}' \
+  "$proxy/b/refusedopt"
+assert_grep_i "$tmp/err" "-w: not supported in an S3 multipart upload"
 
 # SIGTERM mid-upload (parts slowed down): 143, the upload aborted, no
 # part left; meanwhile the secret is not in /proc/PID/cmdline.
