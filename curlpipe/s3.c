@@ -37,6 +37,9 @@
 #include "s3.h"
 #include "secrets.h"
 
+/* SIGINT, SIGTERM, SIGHUP: noted, and the loop woken through its pipe;
+ * the loop aborts the upload.
+ */
 static void
 on_signal (int sig)
 {
@@ -72,6 +75,7 @@ wait_ms (void)
   return t;
 }
 
+/* Does any slot still hold a part, filling, in flight or stored? */
 static bool
 parts_left (void)
 {
@@ -178,12 +182,16 @@ s3_multipart_wanted (const struct options *opt)
   return sb.st_size - (at > 0 ? at : 0) > S3_SINGLE_PUT_MAX;
 }
 
+/* The signal's name, for the message. */
 static const char *
 signal_name (int sig)
 {
   return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
 }
 
+/* The upload from creation to completion, aborted on a failure or a
+ * signal; the exit status.
+ */
 static int
 run (struct answer *a)
 {

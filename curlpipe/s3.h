@@ -69,6 +69,9 @@ extern int s3_multipart_run (const struct options *opt, char *msg,
  * backoff doubles from S3_BACKOFF_MS between them.
  */
 #define S3_TRIES 4
+
+/* A request that moves no byte for this long fails (28). */
+#define S3_STALL_SECONDS 120
 #define S3_BACKOFF_MS 100
 
 /* The most of an answer's body kept: S3's answers are a few hundred

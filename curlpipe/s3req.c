@@ -254,6 +254,12 @@ s3_new_request (const char *url, struct answer *a, struct curl_slist *headers)
     SET (CURLOPT_UNIX_SOCKET_PATH, opt->unix_socket);
   if (opt->limit_rate)
     SET (CURLOPT_MAX_SEND_SPEED_LARGE, opt->limit_rate);
+  /* A server that stops answering ends the request (28, retried), not
+   * the upload's progress for ever; S3 keeps a slow completion alive
+   * with spaces.
+   */
+  SET (CURLOPT_LOW_SPEED_LIMIT, 1L);
+  SET (CURLOPT_LOW_SPEED_TIME, (long) S3_STALL_SECONDS);
   if (opt->verbose) {
     SET (CURLOPT_VERBOSE, 1L);
     SET (CURLOPT_DEBUGFUNCTION, debug_shown);
