@@ -9,7 +9,8 @@
 # unknown key (22, message, nothing left), a part corrupted once and a
 # part answered 500 once (retried, byte-exact), a part refused every
 # time (22, "part 3: HTTP 500 ... after 4 tries", aborted, no parts
-# left), standard input failing (26, aborted), -w refused (2), SIGTERM
+# left), standard input failing (26, aborted), an invalid UploadId, a
+# part without ETag, a 200 <Error> completion, -w refused (2), SIGTERM
 # mid-upload (143, aborted).  The secret is never in -v output, messages
 # or /proc/PID/cmdline, nor the signature.
 #
@@ -78,9 +79,17 @@ class H(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(n)
         url = urlsplit(self.path)
-        q = parse_qs(url.query)
+        q = parse_qs(url.query, keep_blank_values=True)
         if len(body) < n:
             return                  # the client went away
+        if kind == "badid" and self.command == "POST" and "uploads" in q:
+            return self.answer(200, b"<InitiateMultipartUploadResult>"
+                               b"<UploadId>a<b</UploadId>"
+                               b"</InitiateMultipartUploadResult>")
+        if kind == "err200" and self.command == "POST" and "uploadId" in q:
+            note("complete refused")
+            return self.answer(200, b"<Error><Code>InternalError</Code>"
+                               b"</Error>")
         if self.command == "PUT" and "partNumber" in q:
             part = int(q["partNumber"][0])
             seen[part] = seen.get(part, 0) + 1
@@ -120,10 +129,13 @@ class H(http.server.BaseHTTPRequestHandler):
         c.request(self.command, self.path, body, hdrs)
         r = c.getresponse()
         data = r.read()
+        drop = ["content-length", "connection", "transfer-encoding"]
+        if kind == "noetag" and "partNumber" in q and \
+           int(q["partNumber"][0]) == int(arg):
+            drop.append("etag")
         self.answer(r.status, data,
                     [(k, v) for k, v in r.getheaders()
-                     if k.lower() not in ("content-length", "connection",
-                                          "transfer-encoding")])
+                     if k.lower() not in drop])
         c.close()
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
@@ -295,6 +307,25 @@ no_uploads_left
 run 26 -sS "${sign[@]}" "$proxy/b/readerr" <"$tmp"
 assert_grep_i "$tmp/err" "reading standard input"
 grep -q "^abort " "$plog" || fail "the upload was not aborted"
+no_uploads_left
+
+# Hostile answers: an UploadId with markup in it (8, nothing sent); a
+# part answered without an ETag (8, aborted); a completion answered 200
+# with an <Error> body (4 tries, then 22, aborted).
+proxy_mode badid:
+head -c 1000 "$tmp/data" | run 8 -sS "${sign[@]}" "$proxy/b/badid"
+assert_grep_i "$tmp/err" "creating the upload: no valid UploadId"
+proxy_mode noetag:2
+cat "$tmp/data" | run 8 -sS "${sign[@]}" "$proxy/b/noetag"
+assert_grep_i "$tmp/err" "part 2: the answer has no ETag"
+grep -q "^abort " "$plog" || fail "no ETag: the upload was not aborted"
+no_uploads_left
+proxy_mode err200:
+cat "$tmp/data" | run 22 -sS "${sign[@]}" "$proxy/b/err200"
+assert_grep_i "$tmp/err" \
+  "completing the upload: HTTP 200 (InternalError) in a 200 answer after 4 tries"
+[ "$(grep -c '^complete refused$' "$plog")" -eq 4 ] || fail "not 4 tries"
+grep -q "^abort " "$plog" || fail "err200: the upload was not aborted"
 no_uploads_left
 
 # Options that describe one exchange are refused for a multipart upload.
