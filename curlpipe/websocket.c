@@ -544,6 +544,10 @@ upgrade (struct ws *ws)
     fail_curl (ws, rc);
     goto out;
   }
+  /* Past the connection, libcurl's notes on each send and recv would
+   * only be noise: -v shows the upgrade's headers (easy_show_headers).
+   */
+  curl_easy_setopt (ws->st->easy, CURLOPT_VERBOSE, 0L);
   rc = curl_easy_getinfo (ws->st->easy, CURLINFO_ACTIVESOCKET, &ws->sock);
   if (rc != CURLE_OK || ws->sock == CURL_SOCKET_BAD) {
     fail (ws, CURLE_COULDNT_CONNECT, "no connection to upgrade");

@@ -15,7 +15,7 @@
 #                   to it, its bytes back as binary messages
 #   /ping           a ping "curlpipe-ping", its pong awaited (logged
 #                   "pong ok" or "pong missing"), then "pong ok\n" as a
-#                   text message, then an echo
+#                   text message, then a close 1000
 #   /fragments      a text message in 3 fragments with a ping between
 #                   them (its pong awaited and logged), a binary one in
 #                   2, then a close 1000
@@ -30,8 +30,8 @@
 #   /bad-accept     101 with a wrong Sec-WebSocket-Accept
 #   /status/NNN     HTTP NNN with a body, no upgrade
 #
-# Every connection logs "PATH authorization=VALUE" (the header the
-# client sent, or "-") to --log.  The port is chosen by the kernel and
+# Every connection logs "PATH authorization=VALUE user-agent=VALUE"
+# (the headers the client sent, or "-") to --log.  The port is chosen by the kernel and
 # written to --port-file once listening; the server exits by itself
 # after --lifetime seconds.
 
@@ -55,7 +55,9 @@ def log(line):
 
 def process_request(path, headers):
     """Answers that are not a normal upgrade, before the library's."""
-    log("%s authorization=%s" % (path, headers.get("Authorization", "-")))
+    log("%s authorization=%s user-agent=%s" %
+        (path, headers.get("Authorization", "-"),
+         headers.get("User-Agent", "-")))
     if path.startswith("/status/"):
         code = int(path.split("/")[2])
         body = b"no upgrade here: %d\n" % code
@@ -88,8 +90,11 @@ def raw_frame(opcode, payload, fin=True, rsv=0, mask=None):
 
 
 async def echo(ws):
-    async for message in ws:
-        await ws.send(message)
+    try:
+        async for message in ws:
+            await ws.send(message)
+    except websockets.ConnectionClosed:
+        pass            # a close came while echoing: the library answered
 
 
 async def await_pong(ws, data):
@@ -154,7 +159,7 @@ async def handler(ws, path=None):
     elif path == "/ping":
         await await_pong(ws, b"curlpipe-ping")
         await ws.send("pong ok\n")
-        await echo(ws)
+        await ws.close(1000, "done")
     elif path == "/fragments":
         await fragments(ws)
     elif path.startswith("/close/"):
@@ -204,7 +209,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--port-file", required=True)
     p.add_argument("--log", required=True)
-    p.add_argument("--lifetime", type=float, default=120)
+    p.add_argument("--lifetime", type=float, default=300)
     args = p.parse_args()
     asyncio.run(main())
     sys.exit(0)
