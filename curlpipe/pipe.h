@@ -7,8 +7,10 @@
  * calls go one way, from the top of this list down, never back:
  *
  *   transfer.c    transfer_run: the transfer from start to end
- *   websocket.c   ws:// and wss:// (websocket.h, with wsframe.c, its
- *                 frames, which calls nothing)
+ *   websocket.c   ws:// and wss:// (websocket.h): the connection and
+ *                 the upgrade, which calls wsupgrade.c (its request and
+ *                 answer) and wsloop.c (the session), which calls
+ *                 wsframe.c (frames)
  *   easyopts.c    the easy handle's options, -v's and --trace-ascii's
  *                 printer
  *   loop.c        the event loop: poll, libcurl's sockets and timer

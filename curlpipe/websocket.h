@@ -3,10 +3,11 @@
  * SPDX-License-Identifier: BSD-3-Clause (see COPYING)
  *
  * ws:// and wss:// (RFC 6455, the client's side).  transfer.c hands
- * such a URL to websocket_run (websocket.c: the connection, the
- * upgrade, the event loop), which uses the frame codec below
- * (wsframe.c: pure functions, no I/O), and below those, easyopts.c,
- * status.c and fdmodes.c (pipe.h).
+ * such a URL to websocket_run (websocket.c: the connection and the
+ * upgrade), which calls wsupgrade.c (the upgrade's request and the
+ * check of its answer, pure functions) and wsloop.c (the session's
+ * event loop), which calls wsframe.c (the frame codec, pure functions,
+ * no I/O); below those, easyopts.c, status.c and fdmodes.c (pipe.h).
  */
 
 #ifndef CURLPIPE_WEBSOCKET_H
@@ -17,11 +18,23 @@
 #include <stdint.h>
 
 #include "curlpipe.h"
+#include "pipe.h"
 
 /* websocket.c */
 extern bool websocket_url (const char *url);
 extern int websocket_run (const struct options *opt, char *msg,
                           size_t msglen);
+
+/* wsupgrade.c: the upgrade request (malloc'd, *len bytes; false when
+ * out of memory), and its answer's check: CURLE_OK, or curl's code for
+ * the refusal with why in why.
+ */
+extern void ws_base64 (char *out, const void *in, size_t n);
+extern bool ws_request (const struct options *opt, CURLU *u,
+                        const char *key, char **req, size_t *len);
+extern CURLcode ws_check_answer (const char *buf, size_t hlen,
+                                 const char *key, char *why,
+                                 size_t whylen);
 
 /* wsframe.c: opcodes (RFC 6455 section 5.2). */
 enum {
@@ -71,5 +84,64 @@ extern size_t ws_build_head (uint8_t *out, unsigned opcode, bool fin,
 /* XOR len bytes with the key, starting at the key's byte offset % 4. */
 extern void ws_mask (uint8_t *p, size_t len, const uint8_t key[4],
                      size_t offset);
+
+/* wsloop.c: the session, the state websocket.c sets up for it, and
+ * the failures both report (the first one wins).
+ */
+/* Mask keys come from this many random bytes at a time: one getrandom
+ * call for 64 frames, not one per frame.
+ */
+#define KEYS_SIZE 256
+
+struct ws {
+  struct pipe_state *st;        /* the easy handle, failure, -v */
+  curl_socket_t sock;
+  struct io in, out;
+  struct timespec start;
+  CURLcode result;              /* the first failure, CURLE_OK: none */
+
+  uint8_t keys[KEYS_SIZE];
+  size_t keys_used;
+
+  /* Sending: a data frame sbuf[soff..slen), a control frame
+   * cbuf[coff..clen), each sent whole before the next starts.
+   */
+  uint8_t *sbuf;
+  size_t soff, slen;
+  uint8_t cbuf[WS_HEAD_MAX + WS_CONTROL_MAX];
+  size_t coff, clen;
+  bool cbuf_close;              /* cbuf holds the close */
+  bool send_blocked;            /* the socket took nothing: POLLOUT */
+  bool pong_due;
+  uint8_t pong[WS_CONTROL_MAX];
+  size_t pong_len;
+  bool close_due, close_sent;
+  uint8_t close_payload[2];
+  size_t close_len;
+  bool in_eof;
+  bool in_blocked;              /* standard input had nothing: POLLIN */
+
+  /* Receiving: rbuf[roff..rlen) not yet taken. */
+  uint8_t *rbuf;
+  size_t roff, rlen;
+  struct ws_parser parser;
+  bool in_frame;
+  struct ws_frame frame;
+  uint64_t left;                /* of the frame's payload */
+  bool in_message;
+  uint8_t ctl[WS_CONTROL_MAX];
+  size_t ctl_len;
+  bool close_got;
+  unsigned close_code;          /* 0: none given */
+  char reason[WS_CONTROL_MAX + 1];
+  bool out_blocked;             /* standard output took nothing: POLLOUT */
+  bool peer_eof;
+};
+
+extern void ws_fail (struct ws *ws, CURLcode code, const char *fmt, ...)
+  __attribute__ ((format (printf, 3, 4)));
+extern void ws_fail_curl (struct ws *ws, CURLcode code);
+extern int ws_time_left_ms (const struct ws *ws);
+extern void ws_session (struct ws *ws);
 
 #endif /* CURLPIPE_WEBSOCKET_H */

@@ -4,7 +4,7 @@
 # on python3-websockets) to a private sshd on loopback, a one-word
 # change from an HTTP bridge: "ProxyCommand curlpipe -s ws://...".  A
 # remote command's output and exit status come back (3), scp copies
-# 3 MiB to the server and back byte for byte, and every ssh ends
+# 2 MiB to the server and back byte for byte, and every ssh ends
 # promptly once its session is over.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
@@ -35,7 +35,7 @@ timeout "$client_timeout" ssh "${opts[@]}" "$user@127.0.0.1" \
   problem "ssh through ws:// took $((SECONDS - t0)) s"
 
 # scp both ways, byte for byte.
-make_random_file "$tmp/src.bin" $((3 * 1024 * 1024 + 5))
+make_random_file "$tmp/src.bin" $((2 * 1024 * 1024 + 5))
 st=0
 timeout "$client_timeout" scp -q "${opts[@]}" "$tmp/src.bin" \
   "$user@127.0.0.1:$tmp/up.bin" </dev/null >"$tmp/scp.out" 2>&1 || st=$?
