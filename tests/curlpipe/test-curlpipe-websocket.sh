@@ -11,7 +11,8 @@
 # an upgrade refused (404, 200, a wrong Sec-WebSocket-Accept: exit 22);
 # frames a server must not send (masked, RSV bits, a ping over 125
 # bytes: a close 1002 and exit 56); TCP closed without a close frame
-# (52) or inside a frame (56); -m (28); nothing listening (7); -u,
+# (52) or inside a frame (56); -m (28); nothing listening (7); -x
+# through tinyproxy (a CONNECT tunnel); -u,
 # --oauth2-bearer and the URL's user:password reaching the server,
 # never in -v, messages or /proc/PID/cmdline; -A and -H User-Agent; an
 # idle session that wakes up no more than a few times a second; wss://
@@ -117,6 +118,16 @@ wait_log "$tmp/ws.log" "^echoed 4001"
 ws_run 0 ourclose -s "$ws/wait-close" \
   < <(printf abc)
 wait_log "$tmp/ws.log" "^client closed 1000"
+
+# Through an HTTP proxy (tinyproxy), which gives a tunnel (CONNECT).
+if command -v tinyproxy >/dev/null; then
+  start_tinyproxy proxy
+  ws_run 0 proxied -s -x "http://127.0.0.1:$proxy_port" "$ws/ping" \
+    <"$tmp/fifo"
+  out_is proxied 'pong ok\n'
+  grep -q "CONNECT.*127.0.0.1:$ws_port" "$tmp/proxy.log" ||
+    problem "-x: the proxy logged no CONNECT to the server"
+fi
 
 # No upgrade.
 ws_run 22 s404 -s "$ws/status/404" <"$tmp/fifo"
