@@ -241,11 +241,14 @@ ws_check_answer (const char *buf, size_t hlen, const char *key, char *why,
                  size_t whylen)
 {
   const char *end = buf + hlen, *v, *eol = memchr (buf, '\n', hlen);
-  char want[29];
+  char want[29], line[64];
   size_t len;
   int status = 0;
 
-  if (eol == NULL || sscanf (buf, "HTTP/1.%*1[01] %3d", &status) != 1 ||
+  /* The status line alone, as a string: buf has no '\0' of its own. */
+  if (eol != NULL)
+    snprintf (line, sizeof line, "%.*s", (int) (eol - buf), buf);
+  if (eol == NULL || sscanf (line, "HTTP/1.%*1[01] %3d", &status) != 1 ||
       status < 100) {
     snprintf (why, whylen,
               "the answer to the WebSocket upgrade is not HTTP/1.1");
