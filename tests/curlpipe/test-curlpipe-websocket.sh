@@ -159,9 +159,9 @@ err_has dropmid "closed the connection inside a WebSocket frame"
 
 # -m bounds a session that never ends; nothing listening is 7.
 t0=$SECONDS
-ws_run 28 maxtime -s -m 1 "$ws/wait-close" <"$tmp/fifo"
+ws_run 28 maxtime -s -m 0.5 "$ws/wait-close" <"$tmp/fifo"
 err_has maxtime "timed out"
-[ $((SECONDS - t0)) -le 5 ] || problem "-m 1 took $((SECONDS - t0)) s"
+[ $((SECONDS - t0)) -le 5 ] || problem "-m 0.5 took $((SECONDS - t0)) s"
 ws_run 7 refused -s "ws://127.0.0.1:$(free_port)/echo" </dev/null
 
 # Credentials reach the server and nothing else.
@@ -209,10 +209,10 @@ switches ()
   awk '/ctxt_switches/ { n += $2 } END { print n }' "/proc/$idle_pid/status"
 }
 s0=$(switches)
-sleep 1
+sleep 0.5
 s1=$(switches)
-[ $((s1 - s0)) -le 3 ] ||
-  problem "idle session: $((s1 - s0)) context switches in 1 s"
+[ $((s1 - s0)) -le 2 ] ||
+  problem "idle session: $((s1 - s0)) context switches in 0.5 s"
 ! tr '\0' ' ' <"/proc/$idle_pid/cmdline" | grep -qF "$pw" ||
   problem "the password is in /proc/PID/cmdline"
 printf 'last\n' >&4
