@@ -28,6 +28,8 @@
 #   /drop           "partial\n", then TCP closed without a close frame
 #   /drop-mid       half a frame, then TCP closed
 #   /bad-accept     101 with a wrong Sec-WebSocket-Accept
+#   /early          101 (ours, right), "early\n" and a close 1000 in
+#                   the same write as the headers, then TCP closed
 #   /status/NNN     HTTP NNN with a body, no upgrade
 #
 # Every connection logs "PATH authorization=VALUE user-agent=VALUE"
@@ -37,6 +39,8 @@
 
 import argparse
 import asyncio
+import base64
+import hashlib
 import http
 import os
 import struct
@@ -64,6 +68,16 @@ def process_request(path, headers):
         return (http.HTTPStatus(code),
                 [("Content-Type", "text/plain"),
                  ("Content-Length", str(len(body)))], body)
+    if path == "/early":
+        # The upgrade's answer, a text frame and a close in one write.
+        key = headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+        return (http.HTTPStatus.SWITCHING_PROTOCOLS,
+                [("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                 ("Sec-WebSocket-Accept", accept.decode())],
+                raw_frame(0x1, b"early\n") +
+                raw_frame(0x8, struct.pack("!H", 1000)))
     if path == "/bad-accept":
         return (http.HTTPStatus.SWITCHING_PROTOCOLS,
                 [("Upgrade", "websocket"), ("Connection", "Upgrade"),

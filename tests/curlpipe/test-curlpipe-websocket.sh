@@ -8,6 +8,7 @@
 # and binary message with a ping between fragments; a ping answered
 # with its pong; the server's close (1000: exit 0; 4001: exit 56 and
 # its code and reason) and ours (standard input's end: 1000, exit 0);
+# frames that come with the upgrade's answer;
 # an upgrade refused (404, 200, a wrong Sec-WebSocket-Accept: exit 22);
 # frames a server must not send (masked, RSV bits, a ping over 125
 # bytes: a close 1002 and exit 56); TCP closed without a close frame
@@ -113,6 +114,10 @@ ws_run 56 close4001 -s "$ws/close/4001" <"$tmp/fifo"
 out_is close4001 'bye\n'
 err_has close4001 "closed the WebSocket with code 4001: reason for 4001"
 wait_log "$tmp/ws.log" "^echoed 4001"
+
+# Frames in the same packet as the upgrade's answer are the first ones.
+ws_run 0 early -s "$ws/early" <"$tmp/fifo"
+out_is early 'early\n'
 
 # Ours: standard input's end sends a close 1000.
 ws_run 0 ourclose -s "$ws/wait-close" \
