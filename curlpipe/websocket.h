@@ -86,10 +86,8 @@ extern void ws_mask (uint8_t *p, size_t len, const uint8_t key[4],
                      size_t offset);
 
 /* wsloop.c: the session, the state websocket.c sets up for it, and
- * the failures both report (the first one wins).
- */
-/* Mask keys come from this many random bytes at a time: one getrandom
- * call for 64 frames, not one per frame.
+ * the failures both report (the first one wins).  Mask keys come from
+ * KEYS_SIZE random bytes at a time: one getrandom call for 64 frames.
  */
 #define KEYS_SIZE 256
 
