@@ -91,6 +91,11 @@ extern void ws_mask (uint8_t *p, size_t len, const uint8_t key[4],
  */
 #define KEYS_SIZE 256
 
+/* Once our close is sent, the server's answer is waited for while bytes
+ * come, and for this long after the last.
+ */
+#define CLOSE_WAIT_MS 5000
+
 struct ws {
   struct pipe_state *st;        /* the easy handle, failure, -v */
   curl_socket_t sock;
@@ -114,6 +119,7 @@ struct ws {
   uint8_t pong[WS_CONTROL_MAX];
   size_t pong_len;
   bool close_due, close_sent;
+  struct timespec last_heard;   /* since our close: its send, or a byte */
   uint8_t close_payload[2];
   size_t close_len;
   bool in_eof;

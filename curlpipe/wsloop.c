@@ -274,6 +274,8 @@ receive (struct ws *ws)
       break;
     }
     moved = true;
+    if (ws->close_sent)
+      clock_gettime (CLOCK_MONOTONIC, &ws->last_heard);
     if (n == 0) {
       ws->peer_eof = true;
       /* As curl_ws_recv: closed between frames 52, inside one 56. */
@@ -373,8 +375,10 @@ send_frames (struct ws *ws)
       if (!send_some (ws, ws->cbuf, &ws->coff, ws->clen))
         break;
       moved = true;
-      if (ws->coff == ws->clen && ws->cbuf_close)
+      if (ws->coff == ws->clen && ws->cbuf_close) {
         ws->close_sent = true;
+        clock_gettime (CLOCK_MONOTONIC, &ws->last_heard);
+      }
     }
     else if (ws->soff < ws->slen) {
       if (!send_some (ws, ws->sbuf, &ws->soff, ws->slen))
@@ -402,18 +406,35 @@ finished (const struct ws *ws)
   return ws->result != CURLE_OK || (ws->close_got && ws->close_sent);
 }
 
+/* Milliseconds left to wait for the server's close once ours is sent,
+ * -1 before; 0 when that wait is over.
+ */
+static int
+close_wait_left_ms (const struct ws *ws)
+{
+  double left;
+
+  if (!ws->close_sent || ws->close_got)
+    return -1;
+  left = CLOSE_WAIT_MS - seconds_since (&ws->last_heard) * 1000;
+  return left <= 0 ? 0 : (int) left + 1;
+}
+
 /* Wait for what the loop needs; false after reporting a timeout. */
 static bool
 wait_events (struct ws *ws)
 {
   struct pollfd pfd[3];
-  int n = 0, r, ms;
+  short events;
+  int n = 0, r, ms, close_ms;
 
-  pfd[n++] = (struct pollfd) {
-    .fd = ws->sock,
-    .events = (ws->out_blocked || ws->close_got || ws->peer_eof ? 0 : POLLIN)
-              | (ws->send_blocked ? POLLOUT : 0),
-  };
+  /* The socket only when it is waited for: polled for nothing, a reset
+   * would still wake poll at once, again and again.
+   */
+  events = (ws->out_blocked || ws->close_got || ws->peer_eof ? 0 : POLLIN) |
+    (ws->send_blocked ? POLLOUT : 0);
+  if (events != 0)
+    pfd[n++] = (struct pollfd) { .fd = ws->sock, .events = events };
   if (ws->in_blocked && ws->soff == ws->slen && !ws->in_eof &&
       !ws->close_due && !ws->close_sent && !ws->close_got)
     pfd[n++] = (struct pollfd) { .fd = ws->in.poll_fd, .events = POLLIN };
@@ -421,15 +442,24 @@ wait_events (struct ws *ws)
     pfd[n++] = (struct pollfd) { .fd = ws->out.poll_fd, .events = POLLOUT };
   ws->in_blocked = ws->out_blocked = false;
   ms = ws_time_left_ms (ws);
+  close_ms = close_wait_left_ms (ws);
+  if (close_ms == 0) {
+    ws_fail (ws, CURLE_OPERATION_TIMEDOUT, "no WebSocket close from the "
+             "server within %d ms of its last byte after ours",
+             CLOSE_WAIT_MS);
+    return false;
+  }
+  if (close_ms != -1 && (ms == -1 || close_ms < ms))
+    ms = close_ms;
   if (ms != 0) {
     r = poll (pfd, n, ms);
-    if (r != 0 || ms == -1) {
-      if (r == -1 && errno != EINTR) {
-        ws_fail (ws, CURLE_RECV_ERROR, "poll: %s", strerror (errno));
-        return false;
-      }
-      return true;
+    if (r == -1 && errno != EINTR) {
+      ws_fail (ws, CURLE_RECV_ERROR, "poll: %s", strerror (errno));
+      return false;
     }
+    /* A wait for the close that ran out is found on the next call. */
+    if (r != 0 || ws_time_left_ms (ws) != 0)
+      return true;
   }
   ws_fail (ws, CURLE_OPERATION_TIMEDOUT, "Operation timed out after %ld "
            "milliseconds", ws->st->opt->max_time_ms);

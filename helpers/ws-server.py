@@ -196,6 +196,11 @@ async def handler(ws, path=None):
         ws.transport.write(raw_frame(0x9, b"x" * 126))
         await ws.wait_closed()
         log("client closed %s" % ws.close_code)
+    elif path == "/no-close":
+        # Reads nothing more, so the client's close is never answered.
+        ws.transport.pause_reading()
+        await ws.send(b"hi\n")
+        await asyncio.sleep(60)
     elif path == "/drop":
         await ws.send(b"partial\n")
         ws.transport.close()

@@ -76,6 +76,14 @@ feed ()
 mkfifo "$tmp/fifo"
 exec 3<>"$tmp/fifo"
 
+# A server that never answers our close: given up 5 s after its last
+# byte, with exit 28, not waited for for ever.  In the background: the
+# cases below run meanwhile.
+noclose_t0=$EPOCHREALTIME
+timeout 20 "$CURLPIPE" -s "$ws/no-close" < <(printf abc) \
+  >"$tmp/noclose.out" 2>"$tmp/noclose.err" &
+noclose_pid=$!
+
 # Echo, byte for byte both ways: 2 MiB in frames of up to 512 KiB.
 make_random_file "$tmp/src.bin" $((2 * 1024 * 1024 + 7))
 : >"$tmp/echo.out"
@@ -231,6 +239,15 @@ wait "$idle_pid" || st=$?
 [ "$st" -eq 0 ] || problem "idle session ended with $st: $(cat "$tmp/idle.err")"
 [ "$(cat "$tmp/idle.out")" = last ] ||
   problem "idle session: the echo after it: $(cat "$tmp/idle.out")"
+
+st=0
+wait "$noclose_pid" || st=$?
+secs=$(seconds_since "$noclose_t0")
+[ "$st" -eq 28 ] || problem "no-close: exit status $st, expected 28"
+err_has noclose "no WebSocket close from the server within 5000 ms"
+out_is noclose 'hi\n'
+awk -v s="$secs" 'BEGIN { exit !(s >= 4.5 && s < 15) }' ||
+  problem "no-close: given up after $secs s, not about 5"
 
 # wss:// through nginx, which proxies the upgrade.
 make_cert
