@@ -332,7 +332,6 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
   return true;
 }
 
-
 /* ws:// and wss:// (websocket.c): a connection only, to the URL given
  * (its scheme http or https), set up as the HTTP path sets up its own:
  * TLS, proxies (a tunnel, through which the upgrade goes), names,
