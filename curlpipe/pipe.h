@@ -7,6 +7,10 @@
  * calls go one way, from the top of this list down, never back:
  *
  *   transfer.c    transfer_run: the transfer from start to end
+ *   websocket.c   ws:// and wss:// (websocket.h): the connection and
+ *                 the upgrade, which calls wsupgrade.c (its request and
+ *                 answer) and wsloop.c (the session), which calls
+ *                 wsframe.c (frames)
  *   s3.c          an S3 multipart upload (s3.h), instead of one PUT;
  *                 s3part.c, s3steps.c and s3req.c below it
  *   easyopts.c    the easy handle's options, -v's and --trace-ascii's
@@ -280,6 +284,9 @@ struct trace {
 
 extern bool easy_options_set (struct pipe_state *st,
                               struct curl_slist **headers);
+extern bool easy_options_connect (struct pipe_state *st, const char *url);
+extern void easy_show_headers (struct pipe_state *st, curl_infotype type,
+                               const char *data, size_t size);
 extern CURLcode easy_connection_set (const struct options *opt, CURL *e);
 extern void easy_options_close (struct pipe_state *st);
 

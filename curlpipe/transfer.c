@@ -20,6 +20,7 @@
 #include "pipe.h"
 #include "s3.h"
 #include "secrets.h"
+#include "websocket.h"
 
 /* -D's file, standard input and output. */
 static bool
@@ -90,6 +91,11 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
   int status;
   bool output_ok;
 
+  /* ws:// and wss:// run a loop of their own (websocket.c), and so
+   * does an S3 multipart upload (s3.c).
+   */
+  if (websocket_url (opt->url))
+    return websocket_run (opt, msg, msglen);
   if (s3_multipart_wanted (opt))
     return s3_multipart_run (opt, msg, msglen);
   failure_init (&st, msg, msglen);
