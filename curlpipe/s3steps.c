@@ -154,6 +154,17 @@ s3_complete_upload (struct answer *a, int parts)
     s3_fail ("out of memory");
     return EXIT_NOMEM;
   }
+  /* Every part stored has its ETag; one missing would complete an
+   * object without its bytes.
+   */
+  for (i = 1; i <= parts; i++) {
+    if (s3.etags[i] == NULL) {
+      free (url);
+      free (xml);
+      s3_fail ("part %d: no ETag recorded, the upload not completed", i);
+      return CURLE_SEND_ERROR;
+    }
+  }
   p = xml + sprintf (xml, "<CompleteMultipartUpload>");
   for (i = 1; i <= parts; i++)
     p += sprintf (p, "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag>"
