@@ -16,9 +16,7 @@
 #include <signal.h>
 #include <time.h>
 
-#ifdef HAVE_OPENSSL
 #include <openssl/evp.h>
-#endif
 
 #include "curlpipe.h"
 #include "pipe.h"
@@ -104,9 +102,7 @@ struct part {
   char *buf;                    /* in memory, target bytes */
   int fd;                       /* spooled, or -1 */
   curl_off_t offset;            /* what the read callback sends next */
-#ifdef HAVE_OPENSSL
   EVP_MD_CTX *md5;
-#endif
   char content_md5[32];         /* base64 */
   int tries;
   struct timespec retry_at;     /* when set, not before */

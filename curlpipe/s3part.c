@@ -77,9 +77,7 @@ s3_slot_free (struct part *p)
   free (p->answer);
   if (p->fd >= 0)
     close (p->fd);
-#ifdef HAVE_OPENSSL
   EVP_MD_CTX_free (p->md5);
-#endif
   *p = (struct part) { .fd = -1 };
 }
 
@@ -109,11 +107,9 @@ filling_part (int *status)
   }
   *p = (struct part) { .number = s3.next_number, .fd = -1 };
   p->target = part_size (p->number);
-#ifdef HAVE_OPENSSL
   p->md5 = EVP_MD_CTX_new ();
   if (p->md5 == NULL || !EVP_DigestInit_ex (p->md5, EVP_md5 (), NULL))
     goto nomem;
-#endif
   if (p->target <= s3.memory_part) {
     /* Mapped, not malloc'd: unmapped when freed, it leaves no heap
      * behind, so the peak RSS stays what the slots hold.
@@ -151,13 +147,8 @@ part_filled (struct part *p)
   unsigned char md[16];
   unsigned int n = 0;
 
-#ifdef HAVE_OPENSSL
   EVP_DigestFinal_ex (p->md5, md, &n);
   EVP_EncodeBlock ((unsigned char *) p->content_md5, md, n);
-#else
-  (void) md;
-  (void) n;
-#endif
   p->full = true;
 }
 
@@ -168,9 +159,7 @@ part_add (struct part *p, const char *data, size_t len)
   ssize_t w;
   size_t off = 0;
 
-#ifdef HAVE_OPENSSL
   EVP_DigestUpdate (p->md5, data, len);
-#endif
   if (p->buf) {
     if (data != p->buf + p->size)
       memcpy (p->buf + p->size, data, len);

@@ -318,7 +318,6 @@ s3_headers_with (const char *sha256, const char *extra)
 static void
 sha256_hex (const char *data, size_t len, char out[65])
 {
-#ifdef HAVE_OPENSSL
   unsigned char md[32];
   unsigned int n = 0;
   int i;
@@ -326,9 +325,6 @@ sha256_hex (const char *data, size_t len, char out[65])
   EVP_Digest (data, len, md, &n, EVP_sha256 (), NULL);
   for (i = 0; i < 32; i++)
     sprintf (out + 2 * i, "%02x", md[i]);
-#else
-  strcpy (out, "UNSIGNED-PAYLOAD");
-#endif
 }
 
 /* A request that is not a part (create, complete, abort), run to its
