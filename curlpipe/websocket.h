@@ -72,6 +72,9 @@ extern enum ws_parse ws_parse_head (struct ws_parser *ps, const uint8_t **p,
  * fragmented message started and not yet ended; updated.  NULL when
  * allowed, else why not.
  */
+/* May a close carry this status (RFC 6455 section 7.4)? */
+extern bool ws_close_code_valid (unsigned code);
+
 extern const char *ws_check_sequence (bool *in_message,
                                       const struct ws_frame *f);
 
@@ -136,7 +139,8 @@ struct ws {
   uint8_t ctl[WS_CONTROL_MAX];
   size_t ctl_len;
   bool close_got;
-  unsigned close_code;          /* 0: none given */
+  bool close_coded;             /* the close gave a status */
+  unsigned close_code;
   char reason[WS_CONTROL_MAX + 1];
   bool out_blocked;             /* standard output took nothing: POLLOUT */
   bool peer_eof;

@@ -101,6 +101,19 @@ ws_parse_head (struct ws_parser *ps, const uint8_t **p, const uint8_t *end,
   return WS_PARSE_MORE;
 }
 
+/* 1000-1014 as IANA registers them, but 1004 (reserved) and 1005,
+ * 1006, 1015, which only name what happened and are never sent; 3000-4999
+ * for libraries and applications.  Anything else is not a status.
+ */
+bool
+ws_close_code_valid (unsigned code)
+{
+  if (code >= 3000 && code <= 4999)
+    return true;
+  return code >= 1000 && code <= 1014 && code != 1004 && code != 1005 &&
+    code != 1006;
+}
+
 const char *
 ws_check_sequence (bool *in_message, const struct ws_frame *f)
 {

@@ -158,12 +158,15 @@ frame_end (struct ws *ws)
   case WS_CLOSE:
     ws->close_got = true;
     if (ws->ctl_len >= 2) {
+      ws->close_coded = true;
       ws->close_code = (ws->ctl[0] << 8) | ws->ctl[1];
       keep_reason (ws, ws->ctl + 2, ws->ctl_len - 2);
+      /* Echo its code, as RFC 6455 section 5.5.1 asks; a code that is no
+       * status (0, 1005, 5000 ...) is a protocol error, 1002.
+       */
+      queue_close (ws, ws_close_code_valid (ws->close_code)
+                   ? ws->close_code : 1002);
     }
-    /* Echo its code, as RFC 6455 section 5.5.1 asks. */
-    if (ws->close_code != 0)
-      queue_close (ws, ws->close_code);
     else if (!ws->close_due && !ws->close_sent) {
       ws->close_due = true;
       ws->close_len = 0;
@@ -440,6 +443,11 @@ wait_events (struct ws *ws)
     pfd[n++] = (struct pollfd) { .fd = ws->in.poll_fd, .events = POLLIN };
   if (ws->out_blocked)
     pfd[n++] = (struct pollfd) { .fd = ws->out.poll_fd, .events = POLLOUT };
+  /* While standard output holds reading back, the server's close may
+   * wait unread: the wait for it starts again once the output drains.
+   */
+  if (ws->out_blocked && ws->close_sent)
+    clock_gettime (CLOCK_MONOTONIC, &ws->last_heard);
   ws->in_blocked = ws->out_blocked = false;
   ms = ws_time_left_ms (ws);
   close_ms = close_wait_left_ms (ws);
@@ -481,9 +489,12 @@ ws_session (struct ws *ws)
     if (finished (ws) || !wait_events (ws))
       break;
   }
-  if (ws->result == CURLE_OK && ws->close_code != 0 &&
+  if (ws->result == CURLE_OK && ws->close_coded &&
       ws->close_code != 1000 && ws->close_code != 1001)
     ws_fail (ws, CURLE_RECV_ERROR, "the server closed the WebSocket with "
-             "code %u%s%s", ws->close_code, ws->reason[0] ? ": " : "",
+             "code %u%s%s%s", ws->close_code,
+             ws_close_code_valid (ws->close_code)
+             ? "" : " (not a valid close status)",
+             ws->reason[0] ? ": " : "",
              ws->reason);
 }

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE            /* open_memstream, asprintf */
 #include <config.h>
 
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,15 +246,21 @@ ws_check_answer (const char *buf, size_t hlen, const char *key, char *why,
   size_t len;
   int status = 0;
 
-  /* The status line alone, as a string: buf has no '\0' of its own. */
+  /* The status line alone, as a string: buf has no '\0' of its own.
+   * "HTTP/1.1", then exactly three digits (RFC 6455 asks for 1.1).
+   */
   if (eol != NULL)
     snprintf (line, sizeof line, "%.*s", (int) (eol - buf), buf);
-  if (eol == NULL || sscanf (line, "HTTP/1.%*1[01] %3d", &status) != 1 ||
-      status < 100) {
+  if (eol == NULL || strncmp (line, "HTTP/1.1 ", 9) != 0 ||
+      !isdigit ((unsigned char) line[9]) ||
+      !isdigit ((unsigned char) line[10]) ||
+      !isdigit ((unsigned char) line[11]) ||
+      (line[12] != ' ' && line[12] != '\r' && line[12] != '\0')) {
     snprintf (why, whylen,
               "the answer to the WebSocket upgrade is not HTTP/1.1");
     return CURLE_WEIRD_SERVER_REPLY;
   }
+  status = atoi (line + 9);
   if (status != 101) {
     snprintf (why, whylen, "Refused WebSocket upgrade: %d",
               status);

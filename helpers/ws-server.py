@@ -196,6 +196,15 @@ async def handler(ws, path=None):
         ws.transport.write(raw_frame(0x9, b"x" * 126))
         await ws.wait_closed()
         log("client closed %s" % ws.close_code)
+    elif path == "/close0":
+        # Status 0: not a status, unlike a close with none.
+        ws.transport.write(raw_frame(0x8, b"\x00\x00session aborted"))
+        await ws.wait_closed()
+        log("client closed %s" % ws.close_code)
+    elif path == "/bulk":
+        # 16 MiB, more than the socket's buffers hold, then a close.
+        await ws.send(bytes(range(256)) * 65536)
+        await ws.close(1000, "done")
     elif path == "/no-close":
         # Reads nothing more, so the client's close is never answered.
         ws.transport.pause_reading()

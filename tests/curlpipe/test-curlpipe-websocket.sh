@@ -84,6 +84,14 @@ timeout 20 "$CURLPIPE" -s "$ws/no-close" < <(printf abc) \
   >"$tmp/noclose.out" 2>"$tmp/noclose.err" &
 noclose_pid=$!
 
+# A reader that takes nothing for 6 s: curlpipe sent its close at once
+# (standard input is empty) and the server's close waits unread behind
+# 16 MiB; the wait for it starts only once the output drains.
+( st=0
+  timeout 30 "$CURLPIPE" -s "$ws/bulk" </dev/null 2>"$tmp/bulk.err" || st=$?
+  echo "$st" >"$tmp/bulk.status" ) | { sleep 6; cat >"$tmp/bulk.out"; } &
+bulk_pid=$!
+
 # Echo, byte for byte both ways: 2 MiB in frames of up to 512 KiB.
 make_random_file "$tmp/src.bin" $((2 * 1024 * 1024 + 7))
 : >"$tmp/echo.out"
@@ -248,6 +256,20 @@ err_has noclose "no WebSocket close from the server within 5000 ms"
 out_is noclose 'hi\n'
 awk -v s="$secs" 'BEGIN { exit !(s >= 4.5 && s < 15) }' ||
   problem "no-close: given up after $secs s, not about 5"
+
+wait "$bulk_pid" || :
+[ "$(cat "$tmp/bulk.status")" = 0 ] ||
+  problem "bulk behind a slow reader: exit $(cat "$tmp/bulk.status"):" \
+          "$(cat "$tmp/bulk.err")"
+"$PYTHON" -c 'import sys; sys.stdout.buffer.write(bytes(range(256)) * 65536)' \
+  >"$tmp/bulk.want"
+cmp -s "$tmp/bulk.want" "$tmp/bulk.out" ||
+  problem "bulk behind a slow reader: $(file_size "$tmp/bulk.out") bytes"
+
+# A close with status 0 is not one without a status: exit 56.
+ws_run 56 close0 -s "$ws/close0" <"$tmp/fifo"
+err_has close0 "code 0 (not a valid close status): session aborted"
+wait_log "$tmp/ws.log" "^client closed 1002"
 
 # wss:// through nginx, which proxies the upgrade.
 make_cert

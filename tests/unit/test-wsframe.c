@@ -7,8 +7,9 @@
  * parsed whole and one byte at a time; each header a server must not
  * send is refused with a reason; the order of fragments and control
  * frames is checked; a client header is built byte for byte as RFC
- * 6455 section 5.2 lays it out; and masking with 8-byte words matches
- * a byte-at-a-time XOR at every length and key offset.  A failing case
+ * 6455 section 5.2 lays it out; masking with 8-byte words matches
+ * a byte-at-a-time XOR at every length and key offset.  Also
+ * wsupgrade.c's check of the upgrade's answer, and the close statuses.  A failing case
  * is named on stderr and the exit status is 1.
  */
 
@@ -180,6 +181,59 @@ masking (void)
     }
 }
 
+/* Close statuses a server may send (RFC 6455 section 7.4). */
+static void
+close_codes (void)
+{
+  static const unsigned good[] = { 1000, 1001, 1002, 1003, 1007, 1011, 1014,
+                                   3000, 4001, 4999 };
+  static const unsigned bad[] = { 0, 999, 1004, 1005, 1006, 1015, 1016,
+                                  2999, 5000, 65535 };
+  size_t i;
+
+  for (i = 0; i < sizeof good / sizeof good[0]; i++)
+    check (ws_close_code_valid (good[i]), "a valid close status");
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    check (!ws_close_code_valid (bad[i]), "a close status refused");
+}
+
+/* The upgrade's answer (wsupgrade.c), with RFC 6455 section 1.3's key
+ * and the Accept it calls for.
+ */
+static void
+answers (void)
+{
+  static const char key[] = "dGhlIHNhbXBsZSBub25jZQ==";
+  static const char rest[] = "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+  static const struct {
+    const char *status;
+    CURLcode want;
+  } lines[] = {
+    { "HTTP/1.1 101 Switching Protocols\r\n", CURLE_OK },
+    { "HTTP/1.1 101\r\n", CURLE_OK },
+    { "HTTP/1.1 1010 X\r\n", CURLE_WEIRD_SERVER_REPLY },
+    { "HTTP/1.1 99999999999999999999\r\n", CURLE_WEIRD_SERVER_REPLY },
+    { "HTTP/1.0 101 Switching Protocols\r\n", CURLE_WEIRD_SERVER_REPLY },
+    { "HTTP/1.1 +01 X\r\n", CURLE_WEIRD_SERVER_REPLY },
+    { "HTTP/1.1  101 X\r\n", CURLE_WEIRD_SERVER_REPLY },
+    { "HTTP/1.1 200 OK\r\n", CURLE_HTTP_RETURNED_ERROR },
+  };
+  char buf[512], why[128];
+  size_t i;
+  int n;
+
+  for (i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    n = snprintf (buf, sizeof buf, "%s%s", lines[i].status, rest);
+    check (ws_check_answer (buf, n, key, why, sizeof why) == lines[i].want,
+           lines[i].status);
+  }
+  n = snprintf (buf, sizeof buf, "HTTP/1.1 101 OK\r\n%s", rest);
+  buf[n - 8] ^= 1;
+  check (ws_check_answer (buf, n, key, why, sizeof why) ==
+         CURLE_HTTP_RETURNED_ERROR, "a wrong Accept");
+}
+
 int
 main (void)
 {
@@ -188,6 +242,8 @@ main (void)
   sequences ();
   build ();
   masking ();
+  close_codes ();
+  answers ();
   if (failures > 0) {
     fprintf (stderr, "test-wsframe: %u of %u cases failed\n", failures,
              cases);
