@@ -9,8 +9,8 @@
  * frames is checked; a client header is built byte for byte as RFC
  * 6455 section 5.2 lays it out; masking with 8-byte words matches
  * a byte-at-a-time XOR at every length and key offset.  Also
- * wsupgrade.c's check of the upgrade's answer, and the close statuses.  A failing case
- * is named on stderr and the exit status is 1.
+ * wsupgrade.c's check of the upgrade's answer, and the close statuses.
+ * A failing case is named on stderr and the exit status is 1.
  */
 
 #include <config.h>
