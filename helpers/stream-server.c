@@ -862,7 +862,7 @@ serve_tunnel (struct conn *c, const struct request *rq, struct body *b,
 }
 
 /* WebSocket (RFC 6455) on /ws/echo and /ws/tcp/PORT.  One frame is
- * read at a time; a data frame's payload is handed on piece by piece
+ * read at a time.  A data frame's payload is handed on piece by piece
  * as it is read, so no frame is ever held whole.
  */
 
@@ -1116,9 +1116,9 @@ ws_tunnel_piece (struct ws *ws, const struct ws_frame *f, uint64_t off,
   return 0;
 }
 
-/* Reads and drops what the client still sends after a failed
- * handshake or our error close, for a short while, so that our last
- * bytes reach it instead of being lost to a reset.
+/* After a refused handshake or our error close, what the client still
+ * sends is read and dropped for a while.  Our last bytes then reach it
+ * instead of being lost to a reset.
  */
 static void
 ws_linger (struct conn *c)
