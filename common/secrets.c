@@ -29,6 +29,8 @@ safe_request_header (const char *name, size_t len)
     "if-unmodified-since", "x-amz-date", "x-amz-content-sha256",
     "transfer-encoding", "connection", "te", ":method", ":scheme",
     ":authority",
+    /* curlpipe's WebSocket upgrade: the key is a nonce, not a secret. */
+    "upgrade", "sec-websocket-version", "sec-websocket-key",
   };
   size_t i;
 

@@ -332,4 +332,56 @@ easy_options_set (struct pipe_state *st, struct curl_slist **headers)
   return true;
 }
 
+
+/* ws:// and wss:// (websocket.c): a connection only, to the URL given
+ * (its scheme http or https), set up as the HTTP path sets up its own:
+ * TLS, proxies (a tunnel, through which the upgrade goes), names,
+ * timeouts, -v and --trace-ascii.  False after reporting a failure.
+ */
+bool
+easy_options_connect (struct pipe_state *st, const char *url)
+{
+  const struct options *opt = st->opt;
+  CURL *e = st->easy;
+  CURLcode rc = CURLE_OK;
+
+  if (!open_trace (st))
+    return false;
+  SET (CURLOPT_URL, url);
+  SET (CURLOPT_ERRORBUFFER, failure_curl_buffer (st));
+  SET (CURLOPT_NOSIGNAL, 1L);
+  SET (CURLOPT_CONNECT_ONLY, 1L);
+  SET (CURLOPT_HTTPPROXYTUNNEL, 1L);
+  SET (CURLOPT_PROTOCOLS_STR, "http,https");
+  SET (CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+  if (opt->connect_timeout_ms)
+    SET (CURLOPT_CONNECTTIMEOUT_MS, opt->connect_timeout_ms);
+  if (opt->max_time_ms)
+    SET (CURLOPT_TIMEOUT_MS, opt->max_time_ms);
+  if (opt->unix_socket)
+    SET (CURLOPT_UNIX_SOCKET_PATH, opt->unix_socket);
+  if (rc == CURLE_OK)
+    rc = set_connection (opt, e);
+  if (rc == CURLE_OK)
+    rc = set_reports (st, e);
+  if (rc != CURLE_OK) {
+    failure_report (st, "%s: %s", st->url, curl_easy_strerror (rc));
+    return false;
+  }
+  return true;
+}
+
+/* Headers curlpipe sends or gets itself (the WebSocket upgrade), shown
+ * by -v and --trace-ascii as libcurl's own are, secrets blanked.
+ */
+void
+easy_show_headers (struct pipe_state *st, curl_infotype type,
+                   const char *data, size_t size)
+{
+  if (st->trace.file)
+    show_debug (type, data, size, print_trace, st->trace.file);
+  else if (st->opt->verbose)
+    show_debug (type, data, size, print_debug, NULL);
+}
+
 #undef SET

@@ -30,7 +30,8 @@
 static const char usage_text[] =
   "Usage: curlpipe [OPTIONS] URL\n"
   "Send standard input to URL as the request body (PUT unless -X) and\n"
-  "write the answer's body to standard output as it arrives.\n"
+  "write the answer's body to standard output as it arrives; with a\n"
+  "ws:// or wss:// URL, the same over a WebSocket (binary frames).\n"
   "\n"
   "  -X, --request METHOD     Request method (default PUT)\n"
   "  -H, --header 'NAME: V'   Extra request header (repeatable;\n"
@@ -84,12 +85,13 @@ static const char usage_text[] =
   "  -h, --help               This help\n"
   "  -V, --version            Version of curlpipe and libcurl\n"
   "\n"
-  "Exit status: 0 success, 1 not http(s), 2 usage, 3 bad URL, 5 proxy\n"
-  "not found, 6 host not found, 7 connect, 18 partial, 22 HTTP error with\n"
-  "-f, 23 write error, 26 read error, 28 timeout, 35 TLS, 47 too many\n"
-  "redirects, 55 send error (a body cut short), 56 recv error,\n"
-  "60 certificate, 61 transfer coding, 65 body not sent again; else\n"
-  "libcurl's code, as curl.\n";
+  "Exit status: 0 success, 1 not http(s) or ws(s), 2 usage, 3 bad URL,\n"
+  "5 proxy not found, 6 host not found, 7 connect, 18 partial, 22 HTTP\n"
+  "error with -f (or a WebSocket upgrade refused), 23 write error, 26 read\n"
+  "error, 28 timeout, 35 TLS, 47 too many redirects, 52 WebSocket closed\n"
+  "without a close frame, 55 send error (a body cut short), 56 recv error\n"
+  "(also a WebSocket protocol error), 60 certificate, 61 transfer coding,\n"
+  "65 body not sent again; else libcurl's code, as curl.\n";
 
 static void usage_error (const char *fmt, ...)
   __attribute__ ((format (printf, 1, 2), noreturn));

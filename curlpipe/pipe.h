@@ -7,6 +7,10 @@
  * calls go one way, from the top of this list down, never back:
  *
  *   transfer.c    transfer_run: the transfer from start to end
+ *   websocket.c   ws:// and wss:// (websocket.h): the connection and
+ *                 the upgrade, which calls wsupgrade.c (its request and
+ *                 answer) and wsloop.c (the session), which calls
+ *                 wsframe.c (frames)
  *   easyopts.c    the easy handle's options, -v's and --trace-ascii's
  *                 printer
  *   loop.c        the event loop: poll, libcurl's sockets and timer
@@ -278,6 +282,9 @@ struct trace {
 
 extern bool easy_options_set (struct pipe_state *st,
                               struct curl_slist **headers);
+extern bool easy_options_connect (struct pipe_state *st, const char *url);
+extern void easy_show_headers (struct pipe_state *st, curl_infotype type,
+                               const char *data, size_t size);
 extern void easy_options_close (struct pipe_state *st);
 
 /* transfer.c (transfer_run: curlpipe.h) */

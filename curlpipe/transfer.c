@@ -19,6 +19,7 @@
 #include "curlpipe.h"
 #include "pipe.h"
 #include "secrets.h"
+#include "websocket.h"
 
 /* -D's file, standard input and output. */
 static bool
@@ -89,6 +90,9 @@ transfer_run (const struct options *opt, char *msg, size_t msglen)
   int status;
   bool output_ok;
 
+  /* ws:// and wss:// run a loop of their own (websocket.c). */
+  if (websocket_url (opt->url))
+    return websocket_run (opt, msg, msglen);
   failure_init (&st, msg, msglen);
   connection_init (&st);
   upload_init (&st);

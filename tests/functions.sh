@@ -818,6 +818,91 @@ start_raw_server ()
 }
 
 # ----------------------------------------------------------------------
+# The WebSocket server (helpers/ws-server.py, on python3-websockets):
+# echo, a bridge to a TCP port, and faults, chosen by the request's path
+# (the list is at the top of the script), on $ws_port, its PID in
+# $ws_pid; one log line per connection (and per event) in $tmp/ws.log.
+requires_websockets ()
+{
+  "$PYTHON" -c 'import websockets' >/dev/null 2>&1 ||
+    skip "python3-websockets is not installed"
+}
+
+start_ws_server ()
+{
+  requires_websockets
+  rm -f "$tmp/ws.port"
+  "$PYTHON" "$helpers_srcdir/ws-server.py" --port-file "$tmp/ws.port" \
+            --log "$tmp/ws.log" </dev/null >"$tmp/ws.out" 2>&1 &
+  ws_pid=$!
+  await_port_file "$ws_pid" "$tmp/ws.port" "$tmp/ws.out" "WebSocket server"
+  ws_port=$(cat "$tmp/ws.port")
+}
+
+# ----------------------------------------------------------------------
+# A private sshd for the ssh-through-curlpipe tests: run as a child (-D)
+# on a free port, with its own configuration, host key and authorized
+# key (the client's is $tmp/id) in $tmp, never the system's service.  As
+# root it logs in as root with that key only (PermitRootLogin
+# prohibit-password) and needs /run/sshd, its privilege separation
+# directory, which Debian's service unit creates at start: it is
+# created the same way when missing.  Sets $ssh_port and $sshd_pid (log
+# $tmp/sshd.log).
+start_sshd ()
+{
+  local tries n sftp_server=/usr/lib/openssh/sftp-server
+  requires ssh
+  requires scp
+  requires ssh-keygen
+  [ -x /usr/sbin/sshd ] || skip "sshd (openssh-server) is not installed"
+  if [ "$(id -u)" -eq 0 ] && [ ! -d /run/sshd ]; then
+    mkdir -m 755 /run/sshd
+  fi
+  ssh-keygen -q -t ed25519 -N '' -C curlpipe-test-host \
+    -f "$tmp/ssh_host_ed25519_key" || fail "ssh-keygen (host key) failed"
+  ssh-keygen -q -t ed25519 -N '' -C curlpipe-test-client -f "$tmp/id" ||
+    fail "ssh-keygen (client key) failed"
+  cp "$tmp/id.pub" "$tmp/authorized_keys"
+  [ -x "$sftp_server" ] || sftp_server=internal-sftp
+  cat >"$tmp/sshd_config" <<EOF
+ListenAddress 127.0.0.1
+HostKey $tmp/ssh_host_ed25519_key
+PidFile $tmp/sshd.pid
+AuthorizedKeysFile $tmp/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PrintMotd no
+Subsystem sftp $sftp_server
+LogLevel VERBOSE
+EOF
+  for ((tries = 0; tries < 5; tries++)); do
+    ssh_port=$(free_port)
+    /usr/sbin/sshd -D -e -f "$tmp/sshd_config" -p "$ssh_port" \
+      </dev/null 2>"$tmp/sshd.log" &
+    sshd_pid=$!
+    _pids+=("$sshd_pid")
+    for ((n = 0; n < ready_tries; n++)); do
+      _alive "$sshd_pid" || break
+      # Ready when it greets: "SSH-2.0-OpenSSH_...".
+      "$PYTHON" -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)
+s.settimeout(2)
+sys.exit(0 if s.recv(4) == b"SSH-" else 1)' "$ssh_port" 2>/dev/null &&
+        return 0
+      sleep 0.1
+    done
+    stop_pid "$sshd_pid"
+    grep -q 'in use' "$tmp/sshd.log" ||
+      { cat "$tmp/sshd.log" >&2; fail "sshd did not start"; }
+  done
+  fail "sshd: no free port after $tries tries"
+}
+
+# ----------------------------------------------------------------------
 # The HTTP/2 fault server (helpers/h2-fault-server.py): serves FILE at
 # every path over TLS with ALPN "h2" only (make_cert first: its
 # certificate is $tmp/cert.pem) on $h2_port, the fault of MODE on the

@@ -10,78 +10,15 @@
 # waiting for ever on a curlpipe whose answer is over.  A first scp with
 # plain "-s URL" checks the tunnel itself.
 #
-# sshd is the test's own: run as a child (-D) on a free port, with its
-# own configuration, host key and authorized key in $tmp, never the
-# system's service.  As root it logs in as root with that key only
-# (PermitRootLogin prohibit-password) and needs /run/sshd, its
-# privilege separation directory, which Debian's service unit creates
-# at start: the test creates it the same way when it is missing.
+# sshd is the test's own (start_sshd in functions.sh): a child on a
+# free port, with its own configuration and keys in $tmp.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
 
 set -e
 source "${srcdir:-$(dirname "$0")/..}/functions.sh"
 requires_curlpipe
-requires ssh
-requires scp
-requires ssh-keygen
-[ -x /usr/sbin/sshd ] || skip "sshd (openssh-server) is not installed"
 
 user=$(id -un)
-if [ "$(id -u)" -eq 0 ] && [ ! -d /run/sshd ]; then
-  mkdir -m 755 /run/sshd
-fi
-
-ssh-keygen -q -t ed25519 -N '' -C curlpipe-test-host \
-  -f "$tmp/ssh_host_ed25519_key" || fail "ssh-keygen (host key) failed"
-ssh-keygen -q -t ed25519 -N '' -C curlpipe-test-client -f "$tmp/id" ||
-  fail "ssh-keygen (client key) failed"
-cp "$tmp/id.pub" "$tmp/authorized_keys"
-
-sftp_server=/usr/lib/openssh/sftp-server
-[ -x "$sftp_server" ] || sftp_server=internal-sftp
-
-# start_sshd: on 127.0.0.1:$ssh_port, PID $sshd_pid, log $tmp/sshd.log.
-start_sshd ()
-{
-  local tries n
-  cat >"$tmp/sshd_config" <<EOF
-ListenAddress 127.0.0.1
-HostKey $tmp/ssh_host_ed25519_key
-PidFile $tmp/sshd.pid
-AuthorizedKeysFile $tmp/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-PrintMotd no
-Subsystem sftp $sftp_server
-LogLevel VERBOSE
-EOF
-  for ((tries = 0; tries < 5; tries++)); do
-    ssh_port=$(free_port)
-    /usr/sbin/sshd -D -e -f "$tmp/sshd_config" -p "$ssh_port" \
-      </dev/null 2>"$tmp/sshd.log" &
-    sshd_pid=$!
-    _pids+=("$sshd_pid")
-    for ((n = 0; n < ready_tries; n++)); do
-      _alive "$sshd_pid" || break
-      # Ready when it greets: "SSH-2.0-OpenSSH_...".
-      "$PYTHON" -c '
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)
-s.settimeout(2)
-sys.exit(0 if s.recv(4) == b"SSH-" else 1)' "$ssh_port" 2>/dev/null &&
-        return 0
-      sleep 0.1
-    done
-    stop_pid "$sshd_pid"
-    grep -q 'in use' "$tmp/sshd.log" ||
-      { cat "$tmp/sshd.log" >&2; fail "sshd did not start"; }
-  done
-  fail "sshd: no free port after $tries tries"
-}
-
 start_stream_server
 start_sshd
 tunnel=http://127.0.0.1:$stream_port/tcp/$ssh_port
