@@ -37,7 +37,20 @@
  *                connection and its bytes back as chunks as they come;
  *                the answer ends (last chunk) when that side closes
  *                (502 if the connection is refused)
+ *   /ws/echo     WebSocket (RFC 6455): each data frame comes back as a
+ *                frame of the same length and FIN (text made binary),
+ *                its payload streamed piece by piece as it is read
+ *   /ws/tcp/PORT WebSocket tunnel to 127.0.0.1:PORT: frame payloads to
+ *                that connection, its bytes back as binary frames as
+ *                they come; its end sends close 1000 (1011 on an
+ *                error); the client's close closes it (502 if refused)
  *   anything else 404
+ *
+ * WebSocket: GET with Upgrade: websocket, Connection: upgrade, version
+ * 13 and a 16-byte key, else 400.  Frames must be masked, with clear
+ * RSV bits, known opcodes and minimal lengths, else close 1002.  Ping
+ * gets pong, close gets close with the same code.  A peer that does
+ * not answer our close within 5 s is cut off.
  *
  * The byte pattern /sink checks is in pattern.h, which
  * pipe-driver.c shares.
@@ -65,6 +78,9 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 
 #include "pattern.h"
 
@@ -119,6 +135,10 @@ struct request {
   bool have_length;
   uint64_t length;
   bool chunked;
+  bool ws_upgrade;              /* Upgrade: websocket */
+  bool conn_upgrade;            /* Connection: ... upgrade ... */
+  bool ws_version_13;
+  char ws_key[64];
 };
 
 static int
@@ -447,7 +467,25 @@ parse_header (struct request *rq, char *line)
         rq->close = true;
       else if (strcasecmp (tok, "keep-alive") == 0 && rq->http10)
         rq->close = false;
+      else if (strcasecmp (tok, "upgrade") == 0)
+        rq->conn_upgrade = true;
     }
+  }
+  else if (strcasecmp (line, "Upgrade") == 0) {
+    char *tok, *save = NULL;
+    for (tok = strtok_r (value, " ,", &save); tok;
+         tok = strtok_r (NULL, " ,", &save))
+      if (strcasecmp (tok, "websocket") == 0)
+        rq->ws_upgrade = true;
+  }
+  else if (strcasecmp (line, "Sec-WebSocket-Version") == 0)
+    rq->ws_version_13 = strcmp (value, "13") == 0;
+  else if (strcasecmp (line, "Sec-WebSocket-Key") == 0) {
+    /* A second key makes the handshake bad, as does a long one. */
+    if (rq->ws_key[0] != '\0' || strlen (value) >= sizeof rq->ws_key)
+      strcpy (rq->ws_key, "!");
+    else
+      strcpy (rq->ws_key, value);
   }
 }
 
@@ -823,6 +861,512 @@ serve_tunnel (struct conn *c, const struct request *rq, struct body *b,
   log_request (rq, b, status);
 }
 
+/* WebSocket (RFC 6455) on /ws/echo and /ws/tcp/PORT.  One frame is
+ * read at a time.  A data frame's payload is handed on piece by piece
+ * as it is read, so no frame is ever held whole.
+ */
+
+#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+#define WS_OP_CONT 0x0
+#define WS_OP_TEXT 0x1
+#define WS_OP_BINARY 0x2
+#define WS_OP_CLOSE 0x8
+#define WS_OP_PING 0x9
+#define WS_OP_PONG 0xa
+#define WS_MAX_CONTROL 125
+#define WS_TUNNEL_BUF (256 * 1024)
+
+/* A peer that does not answer our close within this long is dropped. */
+#define WS_CLOSE_WAIT_S 5
+
+struct ws {
+  struct conn *c;
+  /* Frames go out whole, one at a time, from either thread. */
+  pthread_mutex_t lock;
+  pthread_cond_t done_cond;
+  bool close_sent;
+  bool reader_done;
+  int tcp;                      /* the tunnel's far side, or -1 */
+  uint64_t in_bytes;            /* payload bytes from the client */
+};
+
+/* A frame's header as read: payload length, mask key, flags. */
+struct ws_frame {
+  bool fin;
+  int opcode;
+  uint64_t len;
+  unsigned char key[4];
+};
+
+/* XORs the mask key over LEN payload bytes that start at payload
+ * offset OFF, eight bytes at a time where it can.
+ */
+static void
+ws_unmask (unsigned char *p, size_t len, const unsigned char key[4],
+           uint64_t off)
+{
+  unsigned char k[8];
+  uint64_t k64, w;
+  size_t i = 0, j;
+
+  while (i < len && ((uintptr_t) (p + i) & 7) != 0) {
+    p[i] ^= key[(off + i) & 3];
+    i++;
+  }
+  for (j = 0; j < 8; j++)
+    k[j] = key[(off + i + j) & 3];
+  memcpy (&k64, k, 8);
+  for (; i + 8 <= len; i += 8) {
+    memcpy (&w, p + i, 8);
+    w ^= k64;
+    memcpy (p + i, &w, 8);
+  }
+  for (; i < len; i++)
+    p[i] ^= key[(off + i) & 3];
+}
+
+/* A frame header for the server's side (never masked) in HDR (at least
+ * 10 bytes); returns its length.
+ */
+static size_t
+ws_header (unsigned char *hdr, bool fin, int opcode, uint64_t len)
+{
+  hdr[0] = (unsigned char) ((fin ? 0x80 : 0) | opcode);
+  if (len < 126) {
+    hdr[1] = (unsigned char) len;
+    return 2;
+  }
+  if (len <= 0xffff) {
+    hdr[1] = 126;
+    hdr[2] = (unsigned char) (len >> 8);
+    hdr[3] = (unsigned char) len;
+    return 4;
+  }
+  hdr[1] = 127;
+  for (int i = 0; i < 8; i++)
+    hdr[2 + i] = (unsigned char) (len >> (56 - 8 * i));
+  return 10;
+}
+
+/* Writes HDR then DATA as one writev, under the lock.  A frame after
+ * our close is dropped (-1), as RFC 6455 5.5.1 forbids it.
+ */
+static int
+ws_write (struct ws *ws, const unsigned char *hdr, size_t hlen,
+          const void *data, size_t len, bool is_close)
+{
+  struct iovec iov[2];
+  int r = -1;
+
+  pthread_mutex_lock (&ws->lock);
+  if (!ws->close_sent) {
+    iov[0] = (struct iovec) { .iov_base = (void *) hdr, .iov_len = hlen };
+    iov[1] = (struct iovec) { .iov_base = (void *) data, .iov_len = len };
+    r = writev_all (ws->c->fd, iov, len > 0 ? 2 : 1);
+    if (is_close)
+      ws->close_sent = true;
+  }
+  pthread_mutex_unlock (&ws->lock);
+  return r;
+}
+
+/* A whole frame with a short payload: control frames and the like. */
+static int
+ws_send (struct ws *ws, int opcode, const void *data, size_t len)
+{
+  unsigned char hdr[10];
+  size_t hlen = ws_header (hdr, true, opcode, len);
+
+  return ws_write (ws, hdr, hlen, data, len, opcode == WS_OP_CLOSE);
+}
+
+static int
+ws_send_close (struct ws *ws, unsigned code, const char *why)
+{
+  unsigned char p[WS_MAX_CONTROL];
+  size_t n = strlen (why);
+
+  if (n > WS_MAX_CONTROL - 2)
+    n = WS_MAX_CONTROL - 2;
+  p[0] = (unsigned char) (code >> 8);
+  p[1] = (unsigned char) code;
+  memcpy (p + 2, why, n);
+  return ws_send (ws, WS_OP_CLOSE, p, n + 2);
+}
+
+/* Makes at least N bytes (N is small) readable in the buffer. */
+static int
+ws_need (struct conn *c, size_t n)
+{
+  while (c->end - c->start < n) {
+    if (c->end == BUF_SIZE && c->start > 0) {
+      memmove (c->buf, c->buf + c->start, c->end - c->start);
+      c->end -= c->start;
+      c->start = 0;
+    }
+    if (fill (c) <= 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* Reads a frame header.  Returns 0 with one, -1 when the client has
+ * gone, or 1002 (a protocol error) when the header breaks the rules.
+ */
+static int
+ws_read_header (struct conn *c, struct ws_frame *f)
+{
+  const unsigned char *p;
+  size_t ext, i;
+  int b0, b1;
+
+  if (ws_need (c, 2) == -1)
+    return -1;
+  p = (const unsigned char *) c->buf + c->start;
+  b0 = p[0];
+  b1 = p[1];
+  /* A client must mask (RFC 6455 5.1); without a key the rest of the
+   * header cannot even be found.
+   */
+  if ((b1 & 0x80) == 0)
+    return 1002;
+  ext = (b1 & 0x7f) == 126 ? 2 : (b1 & 0x7f) == 127 ? 8 : 0;
+  if (ws_need (c, 2 + ext + 4) == -1)
+    return -1;
+  p = (const unsigned char *) c->buf + c->start;
+  f->fin = (b0 & 0x80) != 0;
+  f->opcode = b0 & 0x0f;
+  f->len = b1 & 0x7f;
+  if (ext > 0) {
+    f->len = 0;
+    for (i = 0; i < ext; i++)
+      f->len = (f->len << 8) | p[2 + i];
+  }
+  memcpy (f->key, p + 2 + ext, 4);
+  c->start += 2 + ext + 4;
+
+  /* No extension was agreed, so the RSV bits must be clear; lengths
+   * use the fewest bytes (RFC 6455 5.2).
+   */
+  if ((b0 & 0x70) != 0)
+    return 1002;
+  if ((ext == 2 && f->len < 126) || (ext == 8 && f->len <= 0xffff) ||
+      (f->len >> 63) != 0)
+    return 1002;
+  switch (f->opcode) {
+  case WS_OP_CONT: case WS_OP_TEXT: case WS_OP_BINARY:
+    return 0;
+  case WS_OP_CLOSE: case WS_OP_PING: case WS_OP_PONG:
+    return f->fin && f->len <= WS_MAX_CONTROL ? 0 : 1002;
+  default:
+    return 1002;
+  }
+}
+
+/* A close frame's payload is empty or a valid code and a reason. */
+static bool
+ws_close_ok (const unsigned char *p, size_t len, unsigned *code)
+{
+  *code = 1005;
+  if (len == 0)
+    return true;
+  if (len == 1)
+    return false;
+  *code = (unsigned) p[0] << 8 | p[1];
+  return (*code >= 1000 && *code <= 1003) ||
+    (*code >= 1007 && *code <= 1014) ||
+    (*code >= 3000 && *code <= 4999);
+}
+
+/* Where a data frame's payload goes: sent back (echo) or down the
+ * tunnel.  -1 stops the connection.
+ */
+typedef int (*ws_sink) (struct ws *ws, const struct ws_frame *f,
+                        uint64_t off, const unsigned char *data,
+                        size_t len);
+
+/* Each piece is sent back at once; the first carries the frame's
+ * header (same length, same FIN, text turned into binary).
+ */
+static int
+ws_echo_piece (struct ws *ws, const struct ws_frame *f, uint64_t off,
+               const unsigned char *data, size_t len)
+{
+  unsigned char hdr[10];
+  size_t hlen = 0;
+
+  if (off == 0)
+    hlen = ws_header (hdr, f->fin,
+                      f->opcode == WS_OP_CONT ? WS_OP_CONT : WS_OP_BINARY,
+                      f->len);
+  if (hlen == 0 && len == 0)
+    return 0;
+  return ws_write (ws, hdr, hlen, data, len, false);
+}
+
+static int
+ws_tunnel_piece (struct ws *ws, const struct ws_frame *f, uint64_t off,
+                 const unsigned char *data, size_t len)
+{
+  (void) f;
+  (void) off;
+  /* A far side that has gone drops the rest; its end sends our close. */
+  if (len > 0 && write_all (ws->tcp, data, len) == -1)
+    shutdown (ws->tcp, SHUT_RDWR);
+  return 0;
+}
+
+/* After a refused handshake or our error close, what the client still
+ * sends is read and dropped for a while.  Our last bytes then reach it
+ * instead of being lost to a reset.
+ */
+static void
+ws_linger (struct conn *c)
+{
+  struct timeval tv = { .tv_sec = WS_CLOSE_WAIT_S };
+
+  shutdown (c->fd, SHUT_WR);
+  setsockopt (c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  while (fill (c) > 0)
+    c->start = c->end;
+}
+
+/* The client's frames until the close handshake or an error. */
+static void
+ws_read_frames (struct ws *ws, ws_sink sink)
+{
+  struct conn *c = ws->c;
+  bool in_message = false;
+  int err = 0;
+
+  for (;;) {
+    struct ws_frame f;
+    unsigned char ctl[WS_MAX_CONTROL];
+    uint64_t off = 0;
+    unsigned code;
+    int r;
+
+    r = ws_read_header (c, &f);
+    if (r == -1)
+      return;
+    if (r != 0) {
+      err = r;
+      break;
+    }
+
+    if (f.opcode >= WS_OP_CLOSE) {
+      if (ws_need (c, (size_t) f.len) == -1)
+        return;
+      memcpy (ctl, c->buf + c->start, (size_t) f.len);
+      c->start += (size_t) f.len;
+      ws_unmask (ctl, (size_t) f.len, f.key, 0);
+      if (f.opcode == WS_OP_PING)
+        ws_send (ws, WS_OP_PONG, ctl, (size_t) f.len);
+      else if (f.opcode == WS_OP_CLOSE) {
+        if (!ws_close_ok (ctl, (size_t) f.len, &code)) {
+          err = 1002;
+          break;
+        }
+        /* Our answer carries the client's code (RFC 6455 5.5.1). */
+        if (code == 1005)
+          ws_send (ws, WS_OP_CLOSE, NULL, 0);
+        else
+          ws_send (ws, WS_OP_CLOSE, ctl, 2);
+        return;
+      }
+      continue;
+    }
+
+    /* A continuation needs a message begun, a new message none. */
+    if ((f.opcode == WS_OP_CONT) != in_message) {
+      err = 1002;
+      break;
+    }
+    in_message = !f.fin;
+    do {
+      size_t len;
+
+      if (off < f.len && c->start == c->end && fill (c) <= 0)
+        return;
+      len = c->end - c->start;
+      if (len > f.len - off)
+        len = (size_t) (f.len - off);
+      ws_unmask ((unsigned char *) c->buf + c->start, len, f.key, off);
+      if (sink (ws, &f, off, (unsigned char *) c->buf + c->start,
+                len) == -1)
+        return;
+      c->start += len;
+      off += len;
+      ws->in_bytes += len;
+    } while (off < f.len);
+  }
+
+  ws_send_close (ws, (unsigned) err, "protocol error");
+  if (ws->tcp != -1)
+    shutdown (ws->tcp, SHUT_RDWR);
+  ws_linger (c);
+}
+
+/* The tunnel's far side to the client, each read as one binary frame.
+ * Its end sends close 1000 (1011 on a reset), then waits a while for
+ * the client's answer before cutting the connection.
+ */
+static void *
+ws_tunnel_pump (void *arg)
+{
+  struct ws *ws = arg;
+  unsigned char *buf = malloc (WS_TUNNEL_BUF);
+  unsigned char hdr[10];
+  struct timespec deadline;
+  bool clean = false;
+  ssize_t n;
+
+  while (buf) {
+    n = read (ws->tcp, buf, WS_TUNNEL_BUF);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      clean = n == 0;
+      break;
+    }
+    if (ws_write (ws, hdr, ws_header (hdr, true, WS_OP_BINARY, (size_t) n),
+                  buf, (size_t) n, false) == -1)
+      break;
+  }
+  free (buf);
+  if (clean)
+    ws_send_close (ws, 1000, "");
+  else
+    ws_send_close (ws, 1011, "tunnel: connection failed");
+
+  clock_gettime (CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += WS_CLOSE_WAIT_S;
+  pthread_mutex_lock (&ws->lock);
+  while (!ws->reader_done)
+    if (pthread_cond_timedwait (&ws->done_cond, &ws->lock,
+                                &deadline) == ETIMEDOUT)
+      break;
+  if (!ws->reader_done)
+    shutdown (ws->c->fd, SHUT_RDWR);
+  pthread_mutex_unlock (&ws->lock);
+  return NULL;
+}
+
+/* Base64 of 20 bytes (SHA-1): 28 characters and a NUL in OUT. */
+static void
+ws_accept_key (const char *key, char out[29])
+{
+  char in[64 + sizeof WS_GUID];
+  unsigned char md[SHA_DIGEST_LENGTH];
+
+  snprintf (in, sizeof in, "%s%s", key, WS_GUID);
+  SHA1 ((const unsigned char *) in, strlen (in), md);
+  EVP_EncodeBlock ((unsigned char *) out, md, SHA_DIGEST_LENGTH);
+}
+
+/* The key must be base64 of 16 bytes (RFC 6455 4.1): 22 characters
+ * from the alphabet then "==".
+ */
+static bool
+ws_key_ok (const char *key)
+{
+  static const char alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  size_t i;
+
+  if (strlen (key) != 24 || strcmp (key + 22, "==") != 0)
+    return false;
+  for (i = 0; i < 22; i++)
+    if (key[i] == '\0' || !strchr (alphabet, key[i]))
+      return false;
+  return true;
+}
+
+/* /ws/echo and /ws/tcp/PORT; PORT is 0 for echo. */
+static void
+serve_websocket (struct conn *c, const struct request *rq, struct body *b,
+                 int port)
+{
+  struct ws ws = { .c = c, .tcp = -1 };
+  struct request closing = *rq;
+  char head[256], accept[29];
+  pthread_t pump;
+  int status = 101, n;
+
+  closing.close = true;
+  if (strcmp (rq->method, "GET") != 0 || rq->http10 || !rq->ws_upgrade ||
+      !rq->conn_upgrade || !rq->ws_version_13 || !ws_key_ok (rq->ws_key) ||
+      b->framing != FRAMING_NONE) {
+    status = 400;
+    send_response (c, &closing, status, "bad websocket handshake\n");
+    ws_linger (c);
+    goto out;
+  }
+  if (port > 0) {
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    struct timeval tv = { .tv_sec = IDLE_TIMEOUT_S };
+
+    sa.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    sa.sin_port = htons ((uint16_t) port);
+    ws.tcp = socket (AF_INET, SOCK_STREAM, 0);
+    if (ws.tcp == -1 ||
+        connect (ws.tcp, (struct sockaddr *) &sa, sizeof sa) == -1) {
+      status = 502;
+      send_response (c, &closing, status, "tunnel: cannot connect\n");
+      goto out;
+    }
+    setsockopt (ws.tcp, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt (ws.tcp, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+
+  ws_accept_key (rq->ws_key, accept);
+  n = snprintf (head, sizeof head,
+                "HTTP/1.1 101 Switching Protocols\r\n"
+                "Upgrade: websocket\r\n"
+                "Connection: Upgrade\r\n"
+                "Sec-WebSocket-Accept: %s\r\n"
+                "\r\n", accept);
+  pthread_mutex_init (&ws.lock, NULL);
+  pthread_cond_init (&ws.done_cond, NULL);
+  if (write_all (c->fd, head, (size_t) n) == 0) {
+    if (ws.tcp == -1)
+      ws_read_frames (&ws, ws_echo_piece);
+    else if (pthread_create (&pump, NULL, ws_tunnel_pump, &ws) == 0) {
+      ws_read_frames (&ws, ws_tunnel_piece);
+      /* Whatever ended the reading ends the far side too, and no data
+       * frame follows the close.
+       */
+      shutdown (ws.tcp, SHUT_RDWR);
+      pthread_mutex_lock (&ws.lock);
+      ws.reader_done = true;
+      ws.close_sent = true;
+      pthread_cond_signal (&ws.done_cond);
+      pthread_mutex_unlock (&ws.lock);
+      pthread_join (pump, NULL);
+    }
+  }
+  shutdown (c->fd, SHUT_WR);
+  pthread_cond_destroy (&ws.done_cond);
+  pthread_mutex_destroy (&ws.lock);
+  b->total = ws.in_bytes;
+
+ out:
+  if (ws.tcp != -1)
+    close (ws.tcp);
+  log_request (rq, b, status);
+}
+
+/* /ws/echo: 0; /ws/tcp/PORT: PORT; -1 for anything else. */
+static int
+ws_path (const char *path)
+{
+  if (strcmp (path, "/ws/echo") == 0)
+    return 0;
+  if (strncmp (path, "/ws/", 4) != 0)
+    return -1;
+  return tunnel_port (path + 3);
+}
+
 static void
 serve_http (struct conn *c)
 {
@@ -911,6 +1455,10 @@ serve_http (struct conn *c)
     else if (strcmp (rq.path, "/silent") == 0) {
       drain_until_close (c, &b);
       log_request (&rq, &b, 0);
+      return;
+    }
+    else if (ws_path (rq.path) >= 0) {
+      serve_websocket (c, &rq, &b, ws_path (rq.path));
       return;
     }
     else if (tunnel_port (rq.path) > 0) {
