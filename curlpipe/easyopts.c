@@ -369,6 +369,10 @@ easy_options_connect (struct pipe_state *st, const char *url)
   SET (CURLOPT_HTTPPROXYTUNNEL, 1L);
   SET (CURLOPT_PROTOCOLS_STR, "http,https");
   SET (CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+  /* curl_easy_recv reads at most this much a call: 16 KiB by default,
+   * a system call and a write to the output each.
+   */
+  SET (CURLOPT_BUFFERSIZE, (long) DOWNLOAD_BUFFER_SIZE);
   if (opt->connect_timeout_ms)
     SET (CURLOPT_CONNECTTIMEOUT_MS, opt->connect_timeout_ms);
   if (opt->max_time_ms)
