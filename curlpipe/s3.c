@@ -48,6 +48,7 @@ on_signal (int sig)
 
   if (s3_signal == 0)
     s3_signal = sig;
+  s3_signals++;
   if (write (s3.signal_pipe[1], &c, 1) == -1) {
     /* A full pipe has woken the loop already. */
   }
@@ -238,8 +239,9 @@ run (struct answer *a)
  failed:
   if (s3_signal) {
     s3.msg[0] = '\0';
-    s3_fail ("interrupted by %s, the upload aborted",
-             signal_name (s3_signal));
+    s3_fail ("interrupted by %s, %s", signal_name (s3_signal),
+             s3.upload_id ? "the upload aborted"
+             : "before the upload was created");
     status = 128 + s3_signal;
   }
   if (s3.upload_id)

@@ -70,6 +70,9 @@ extern int s3_multipart_run (const struct options *opt, char *msg,
 
 /* A request that moves no byte for this long fails (28). */
 #define S3_STALL_SECONDS 120
+
+/* Each of the abort's two tries, at most: it also runs after -m. */
+#define S3_ABORT_MS 10000
 #define S3_BACKOFF_MS 100
 
 /* The most of an answer's body kept: S3's answers are a few hundred
@@ -136,6 +139,10 @@ extern struct s3 s3;
 
 /* The signal that came, or 0. */
 extern volatile sig_atomic_t s3_signal;
+
+/* Every signal that came, and how many had when the abort started. */
+extern volatile sig_atomic_t s3_signals;
+extern sig_atomic_t s3_abort_signals;
 
 
 /* s3part.c: the parts, from standard input to their requests. */

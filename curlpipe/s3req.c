@@ -32,6 +32,8 @@
 /* The upload, and the signal that came (set by s3.c's handler). */
 struct s3 s3;
 volatile sig_atomic_t s3_signal;
+volatile sig_atomic_t s3_signals;
+sig_atomic_t s3_abort_signals;
 
 /* The failure's message, for main.c; the first one wins. */
 void
@@ -328,12 +330,15 @@ sha256_hex (const char *data, size_t len, char out[65])
 }
 
 /* A request that is not a part (create, complete, abort), run to its
- * end; SIGINT and the like stop it, but for the abort.
+ * end; SIGINT and the like stop it.  The abort runs after the first
+ * signal: another one stops it.
  */
 static int
 xfer_cb (void *p, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
-  return p == NULL && s3_signal != 0;
+  if (p == NULL)
+    return s3_signal != 0;
+  return s3_signals != s3_abort_signals;
 }
 
 CURLcode
@@ -344,6 +349,7 @@ s3_run_control (const char *method, const char *url, const char *body,
   struct curl_slist *headers;
   CURL *e;
   CURLcode rc = CURLE_OUT_OF_MEMORY;
+  double left;
 
   *code = 0;
   memset (a, 0, offsetof (struct answer, body) + 1);
@@ -368,9 +374,20 @@ s3_run_control (const char *method, const char *url, const char *body,
   curl_easy_setopt (e, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt (e, CURLOPT_XFERINFOFUNCTION, xfer_cb);
   curl_easy_setopt (e, CURLOPT_XFERINFODATA, interruptible ? NULL : e);
-  /* The abort must not wait for ever on a server that stopped. */
+  /* The abort must not wait for ever on a server that stopped; it
+   * runs also once -m is over, or the parts would stay.
+   */
   if (!interruptible)
-    curl_easy_setopt (e, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt (e, CURLOPT_TIMEOUT_MS, (long) S3_ABORT_MS);
+  else if (s3.opt->max_time_ms) {
+    left = s3.opt->max_time_ms + s3_ms_until (&s3.start);
+    if (left < 1) {
+      rc = CURLE_OPERATION_TIMEDOUT;
+      curl_easy_cleanup (e);
+      goto out;
+    }
+    curl_easy_setopt (e, CURLOPT_TIMEOUT_MS, (long) left);
+  }
   if (rc == CURLE_OK)
     rc = curl_easy_perform (e);
   if (rc == CURLE_OK)

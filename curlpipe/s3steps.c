@@ -77,7 +77,9 @@ s3_create_upload (struct answer *a)
     return EXIT_NOMEM;
   for (tries = 1; ; tries++) {
     rc = s3_run_control ("POST", url, NULL, a, &code, true);
-    if (rc == CURLE_OK && code == 200 && take_upload_id (a))
+    /* An <Error> in a 200 answer is no upload, whatever else it holds. */
+    if (rc == CURLE_OK && code == 200 && strstr (a->body, "<Error>") == NULL &&
+        take_upload_id (a))
       break;
     if (rc == CURLE_OK && code == 200) {
       free (url);
@@ -113,8 +115,11 @@ s3_abort_upload (struct answer *a)
   long code = 0;
   int tries;
 
+  s3_abort_signals = s3_signals;
   for (tries = 1; url != NULL && tries <= 2; tries++) {
     rc = s3_run_control ("DELETE", url, NULL, a, &code, false);
+    if (s3_signals != s3_abort_signals)
+      break;
     if (rc == CURLE_OK && code >= 200 && code < 300)
       break;
     if (rc == CURLE_OK && code == 404 &&

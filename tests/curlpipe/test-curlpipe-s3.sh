@@ -41,12 +41,17 @@ uploads=$tmp/s3/b/._S3rver_uploads
 cat >"$tmp/proxy.py" <<'PY'
 # The fault proxy: forwards to s3rver, checks each part's Content-MD5,
 # implements the abort, logs parts, and injects the faults of its mode.
-import base64, hashlib, http.client, http.server, os, shutil, sys, time
+import base64, hashlib, http.client, http.server, os, shutil, sys
+import threading, time
 from urllib.parse import urlsplit, parse_qs
 
 upstream, store, log, modefile = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 kind, arg, seen = "plain", "", {}
 aborted = set()
+# Parts being forwarded, by upload: the abort waits for them (10 s at
+# most), as a store's own abort would, so none lands after it.
+lock = threading.Condition()
+forwarding = {}
 
 def note(line):
     with open(log, "a") as f:
@@ -86,6 +91,13 @@ class H(http.server.BaseHTTPRequestHandler):
             return self.answer(200, b"<InitiateMultipartUploadResult>"
                                b"<UploadId>a<b</UploadId>"
                                b"</InitiateMultipartUploadResult>")
+        if kind == "createerr" and self.command == "POST" and "uploads" in q:
+            return self.answer(200, b"<Error><Code>InternalError</Code>"
+                               b"<UploadId>x</UploadId></Error>")
+        if kind == "stall" and self.command == "POST" and arg in q:
+            note("stalled " + arg)
+            time.sleep(30)
+            return
         if kind == "err200" and self.command == "POST" and "uploadId" in q:
             note("complete refused")
             return self.answer(200, b"<Error><Code>InternalError</Code>"
@@ -95,26 +107,43 @@ class H(http.server.BaseHTTPRequestHandler):
             seen[part] = seen.get(part, 0) + 1
             if kind == "slow":
                 time.sleep(float(arg))
-            if q["uploadId"][0] in aborted:
-                return self.error(404, "NoSuchUpload")
-            if kind == "corrupt" and part == int(arg) and seen[part] == 1:
-                body = bytes([body[0] ^ 1]) + body[1:]
-            if (kind == "fail500" and part == int(arg) and seen[part] == 1) \
-               or (kind == "refuse" and part == int(arg)):
-                note("part %d refused" % part)
-                return self.error(500, "InternalError")
-            md5 = hashlib.md5(body).digest()
-            if base64.b64encode(md5).decode() != self.headers.get("Content-MD5"):
-                note("part %d baddigest" % part)
-                return self.error(400, "BadDigest")
-            note("part %d %d %s" % (part, len(body), md5.hex()))
+            with lock:
+                if q["uploadId"][0] in aborted:
+                    return self.error(404, "NoSuchUpload")
+                uid = q["uploadId"][0]
+                forwarding[uid] = forwarding.get(uid, 0) + 1
+            try:
+                return self.part(q, part, body)
+            finally:
+                with lock:
+                    forwarding[uid] -= 1
+                    lock.notify_all()
+        self.forward(q, url, body)
+
+    def part(self, q, part, body):
+        if kind == "corrupt" and part == int(arg) and seen[part] == 1:
+            body = bytes([body[0] ^ 1]) + body[1:]
+        if (kind == "fail500" and part == int(arg) and seen[part] == 1) \
+           or (kind == "refuse" and part == int(arg)):
+            note("part %d refused" % part)
+            return self.error(500, "InternalError")
+        md5 = hashlib.md5(body).digest()
+        if base64.b64encode(md5).decode() != self.headers.get("Content-MD5"):
+            note("part %d baddigest" % part)
+            return self.error(400, "BadDigest")
+        note("part %d %d %s" % (part, len(body), md5.hex()))
+        self.forward(q, urlsplit(self.path), body)
+
+    def forward(self, q, url, body):
         if self.command == "DELETE" and "uploadId" in q:
             bucket = url.path.split("/")[1]
             uid = q["uploadId"][0]
             d = os.path.join(store, bucket, "._S3rver_uploads", uid)
-            if not os.path.isdir(d):
-                return self.error(404, "NoSuchUpload")
-            aborted.add(uid)
+            with lock:
+                if not os.path.isdir(d):
+                    return self.error(404, "NoSuchUpload")
+                aborted.add(uid)
+                lock.wait_for(lambda: forwarding.get(uid, 0) == 0, 10)
             shutil.rmtree(d)
             note("abort %s" % uid)
             return self.answer(204)
@@ -326,6 +355,26 @@ assert_grep_i "$tmp/err" \
   "completing the upload: HTTP 200 (InternalError) in a 200 answer after 4 tries"
 [ "$(grep -c '^complete refused$' "$plog")" -eq 4 ] || fail "not 4 tries"
 grep -q "^abort " "$plog" || fail "err200: the upload was not aborted"
+no_uploads_left
+
+# A 200 with an <Error> to the create is no upload, even with an
+# UploadId in it.
+proxy_mode createerr:
+head -c 1000 "$tmp/data" | run 8 -sS "${sign[@]}" "$proxy/b/createerr"
+assert_grep_i "$tmp/err" "creating the upload: no valid UploadId"
+
+# -m bounds the create and the completion too: a server that never
+# answers them gives 28 in about -m's time, and the parts are aborted.
+for step in uploads uploadId; do
+  proxy_mode "stall:$step"
+  t0=$SECONDS
+  head -c $((3 * 1024 * 1024)) "$tmp/data" |
+    run 28 -sS -m 2 "${sign[@]}" "$proxy/b/stall$step"
+  [ $((SECONDS - t0)) -le 6 ] ||
+    fail "-m 2 with the $step step stalled took $((SECONDS - t0)) s"
+  grep -q "^stalled $step" "$plog" || fail "the $step step did not stall"
+done
+grep -q "^abort " "$plog" || fail "stalled completion: the upload not aborted"
 no_uploads_left
 
 # Options that describe one exchange are refused for a multipart upload.
