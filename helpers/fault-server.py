@@ -1115,9 +1115,11 @@ class Auth(Handler):
 
 
 class Flaky(Handler):
-    """About 1% of ranged GETs fail transiently: a 503, a reset or a
+    """About 3% of ranged GETs fail transiently: a 503, a reset or a
     truncated body, chosen at random (seeded, so runs repeat).  Requests
-    for several ranges get multipart answers, as faulty."""
+    for several ranges get multipart answers, as faulty.  At 1% the
+    seeded rolls gave only 2 faults in the first 179 GETs, and read-ahead
+    makes some runs ask for no more."""
 
     rng = random.Random(1)
 
@@ -1127,7 +1129,7 @@ class Flaky(Handler):
         n = self.nth_get(0, 1)
         with count_lock:
             roll = self.rng.random()
-        if roll >= 0.01:
+        if roll >= 0.03:
             self.multipart(data, ranges)
         elif n % 3 == 0:
             self.answer(503, b"busy\n")
@@ -1153,7 +1155,7 @@ class Flaky(Handler):
         n = self.nth_get(start, end)
         with count_lock:
             roll = self.rng.random()
-        if n and roll < 0.01:
+        if n and roll < 0.03:
             kind = n % 3
             if kind == 0:
                 self.answer(503, b"busy\n")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-curl-faults-load.sh: 8 nbdcopy clients at once (each with
 # multi-conn, so 32 NBD connections) against one nbdkit whose server
-# fails about 1% of range requests transiently (503, reset, truncated
+# fails about 3% of range requests transiently (503, reset, truncated
 # body): every copy is byte-exact, and the server's log shows that
 # faults were injected and the ranges asked for again.
 # Copyright the nbdkit-curl-plugin authors.  BSD-3-Clause, see COPYING.
@@ -15,7 +15,8 @@ size=$((64 * 1024 * 1024 + 999))
 make_random_file "$tmp/disk.img" "$size"
 start_fault_server flaky "$tmp/disk.img"
 # Batching off (-D curl.batch=1), so that nbdcopy's reads stay separate
-# requests, about 500 of them, and 1% of that is several faults.
+# requests: 150 to 500 of them (read-ahead merges some), and 3% of that
+# is several faults.
 start_nbdkit ro -r -D curl.batch=1 "$PLUGIN" \
              "http://127.0.0.1:$fault_port/disk.img" retry-delay=0.05 timeout=5
 

@@ -466,11 +466,12 @@ timeout "$client_timeout" nbdcopy "$uri" "$tmp/o.img" ||
 secs=$(seconds_since "$t0")
 stop_nbdkit o
 kill -CONT "$m14_pid" $(pgrep -P "$m14_pid")
-# The mirror was given work: a read found late on its connection, or a
+# The mirror was given work: a read found late (usually for want of a
+# connection; one CI run found them late on connections it had), or a
 # read-ahead GET whose bytes the reads took elsewhere first.
 grep -q "source $m14_url: [1-9][0-9]* requests" "$tmp/o.err" ||
   fail "(o) the stopped mirror was given no request"
-grep -q "source $m14_url: too slow: no connection\|read-ahead: $m14_url: .*no longer wanted" \
+grep -q "source $m14_url: too slow: \|read-ahead: $m14_url: .*no longer wanted" \
      "$tmp/o.err" ||
   fail "(o) no request at the stopped mirror was found late or given up"
 awk -v s="$secs" 'BEGIN { exit !(s < 10) }' ||
