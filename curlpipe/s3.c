@@ -113,8 +113,6 @@ upload_parts (void)
     status = s3_start_parts ();
     if (status != EXIT_OK)
       return status;
-    if (s3.eof && !parts_left ())
-      return EXIT_OK;
     curl_multi_perform (s3.multi, &running);
     for (m = curl_multi_info_read (s3.multi, &left); m != NULL;
          m = curl_multi_info_read (s3.multi, &left)) {
